@@ -1,0 +1,91 @@
+"""Options of one evaluation, with the protocol's defaults and validation in one place."""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from typing import Any
+
+
+class Policy(str, enum.Enum):
+    """How much PyTorch may appear in `ModelNew.forward`.
+
+    strict: every computation happens in Triton kernels; only allocation, views and layout are glue.
+    relaxed: torch glue ops may run between kernels, but at least one kernel must do real work.
+    """
+
+    STRICT = "strict"
+    RELAXED = "relaxed"
+
+
+class CandidateFormat(str, enum.Enum):
+    """How to read the candidate text.
+
+    auto: a fenced code block if there is one (a model completion), else the text is code.
+    completion: must contain a fenced Python block; the last one is the candidate.
+    code: the text is the Python module itself.
+    """
+
+    AUTO = "auto"
+    COMPLETION = "completion"
+    CODE = "code"
+
+
+# KernelBench's Triton results were published with atol = rtol = 1e-2 for every dtype.
+DEFAULT_TOLERANCE = (1e-2, 1e-2)
+
+
+@dataclasses.dataclass
+class EvalOptions:
+    trials: int = 5
+    seed: int = 42
+    # dtype name (e.g. "float32", "float16", "bfloat16") -> (atol, rtol); others use DEFAULT_TOLERANCE.
+    tolerances: dict[str, tuple[float, float]] = dataclasses.field(default_factory=dict)
+    time: bool = True
+    warmup_runs: int = 3
+    timing_runs: int = 100
+    timeout_s: float = 180.0
+    policy: Policy = Policy.STRICT
+    candidate_format: CandidateFormat = CandidateFormat.AUTO
+    # Speedups above this are reported with speedup_flagged = true for a human to look at.
+    implausible_speedup: float = 10.0
+    memory_limit_mb: int = 16384
+    max_source_bytes: int = 512 * 1024
+
+    def __post_init__(self) -> None:
+        self.policy = Policy(self.policy)
+        self.candidate_format = CandidateFormat(self.candidate_format)
+        self.tolerances = {str(k): (float(v[0]), float(v[1])) for k, v in self.tolerances.items()}
+        problems = []
+        if not 1 <= self.trials <= 100:
+            problems.append(f"trials must be in [1, 100], got {self.trials}")
+        if self.warmup_runs < 0 or not 1 <= self.timing_runs <= 10000:
+            problems.append("warmup_runs must be >= 0 and timing_runs in [1, 10000]")
+        if not 0 < self.timeout_s <= 3600:
+            problems.append(f"timeout_s must be in (0, 3600], got {self.timeout_s}")
+        if any(a < 0 or r < 0 for a, r in self.tolerances.values()):
+            problems.append("tolerances must be non-negative")
+        if self.implausible_speedup <= 1:
+            problems.append("implausible_speedup must be > 1")
+        if self.memory_limit_mb < 256:
+            problems.append("memory_limit_mb must be >= 256")
+        if problems:
+            raise ValueError("invalid EvalOptions: " + "; ".join(problems))
+
+    def tolerance_for(self, dtype_name: str) -> tuple[float, float]:
+        return self.tolerances.get(dtype_name, DEFAULT_TOLERANCE)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["policy"] = self.policy.value
+        data["candidate_format"] = self.candidate_format.value
+        data["tolerances"] = {k: list(v) for k, v in self.tolerances.items()}
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> EvalOptions:
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(data) - known
+        if unknown:
+            raise ValueError(f"unknown EvalOptions fields: {sorted(unknown)}")
+        return cls(**data)

@@ -1,0 +1,131 @@
+"""Typed evaluation results: what every layer reports and what the CLI's `--json` prints.
+
+This module must stay importable without torch (the trainer imports it through the client).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import json
+from typing import Any
+
+
+class Status(str, enum.Enum):
+    """Final verdict of one evaluation (the JSON contract in docs/DESIGN.md)."""
+
+    OK = "ok"
+    INCORRECT = "incorrect"
+    CHEAT = "cheat"
+    FORMAT_ERROR = "format_error"
+    COMPILE_ERROR = "compile_error"
+    RUNTIME_ERROR = "runtime_error"
+    TIMEOUT = "timeout"
+    INFRA_ERROR = "infra_error"
+
+
+class Outcome(str, enum.Enum):
+    """What happened in one verifier layer."""
+
+    PASSED = "passed"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+    ERROR = "error"
+
+
+@dataclasses.dataclass(frozen=True)
+class Violation:
+    """One broken rule: which layer found it, the rule's stable name, and where."""
+
+    layer: str
+    rule: str
+    message: str
+    line: int | None = None
+
+
+@dataclasses.dataclass
+class LayerResult:
+    name: str
+    outcome: Outcome
+    duration_s: float = 0.0
+    detail: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class TimingStats:
+    """Summary of repeated timed runs, in microseconds."""
+
+    median_us: float
+    mean_us: float
+    std_us: float
+    min_us: float
+    max_us: float
+    runs: int
+    method: str = "cuda_events"
+
+    @property
+    def cv(self) -> float:
+        return self.std_us / self.mean_us if self.mean_us > 0 else 0.0
+
+
+@dataclasses.dataclass
+class EvalResult:
+    status: Status
+    correct: bool = False
+    valid: bool = False
+    compiled: bool = False
+    violations: list[Violation] = dataclasses.field(default_factory=list)
+    layers: list[LayerResult] = dataclasses.field(default_factory=list)
+    trials: int = 0
+    trials_passed: int = 0
+    max_abs_error: float | None = None
+    ref_time_us: float | None = None
+    candidate_time_us: float | None = None
+    speedup: float | None = None
+    ref_timing: TimingStats | None = None
+    candidate_timing: TimingStats | None = None
+    speedup_flagged: bool = False
+    degenerate_reference: bool = False
+    triton_launches: int = 0
+    backend: str = ""
+    device: str = ""
+    error: str = ""
+    stdout_tail: str = ""
+    duration_s: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        def convert(value: Any) -> Any:
+            if isinstance(value, enum.Enum):
+                return value.value
+            if dataclasses.is_dataclass(value):
+                return {f.name: convert(getattr(value, f.name)) for f in dataclasses.fields(value)}
+            if isinstance(value, list):
+                return [convert(v) for v in value]
+            return value
+
+        return convert(self)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> EvalResult:
+        fields = {f.name for f in dataclasses.fields(cls)}
+        kwargs = {k: v for k, v in data.items() if k in fields}
+        kwargs["status"] = Status(kwargs["status"])
+        kwargs["violations"] = [Violation(**v) for v in kwargs.get("violations", [])]
+        kwargs["layers"] = [
+            LayerResult(**{**layer, "outcome": Outcome(layer["outcome"])}) for layer in kwargs.get("layers", [])
+        ]
+        for key in ("ref_timing", "candidate_timing"):
+            if kwargs.get(key) is not None:
+                kwargs[key] = TimingStats(**kwargs[key])
+        return cls(**kwargs)
+
+
+def truncate(text: str, limit: int = 4000) -> str:
+    """Keep error text bounded: head and tail, with the cut marked."""
+    if len(text) <= limit:
+        return text
+    half = limit // 2
+    return f"{text[:half]}\n... [{len(text) - limit} characters cut] ...\n{text[-half:]}"

@@ -1,0 +1,59 @@
+"""Split a model completion into its plan (reasoning) and its code, with character spans.
+
+Pure Python with no torch: the trainer uses the spans to give plan tokens and code tokens
+different advantages (HRD), and the sandbox's format layer uses the code.
+
+Rules: the candidate is the last fenced Python block (```python, ```py or a bare ```). The plan is
+the text inside `<think>...</think>` when present, else the text before that block.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+_FENCE = re.compile(r"^[ \t]*```[ \t]*(?P<lang>[A-Za-z0-9_+-]*)[^\n]*\n(?P<body>.*?)^[ \t]*```[ \t]*$", re.M | re.S)
+_THINK = re.compile(r"<think>(?P<body>.*?)(?:</think>|\Z)", re.S)
+_PYTHON_LANGS = {"", "python", "py", "python3"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Extraction:
+    """Where the plan and the code sit in a completion; spans are [start, end) character offsets."""
+
+    code: str | None
+    code_span: tuple[int, int] | None
+    plan: str
+    plan_span: tuple[int, int] | None
+    problem: str = ""
+
+
+def extract_completion(text: str) -> Extraction:
+    blocks = [m for m in _FENCE.finditer(text) if m.group("lang").lower() in _PYTHON_LANGS]
+    think = _THINK.search(text)
+    plan_span: tuple[int, int] | None = None
+    if think:
+        plan_span = think.span("body")
+    if not blocks:
+        problem = "no fenced Python code block"
+        if text.count("```") % 2 == 1:
+            problem = "unterminated fenced code block (truncated completion?)"
+        if plan_span is None and text.strip():
+            plan_span = (0, len(text))
+        plan = text[plan_span[0] : plan_span[1]] if plan_span else ""
+        return Extraction(None, None, plan, plan_span, problem)
+    last = blocks[-1]
+    code_span = last.span("body")
+    if plan_span is None or plan_span[0] >= code_span[0]:
+        start = 0
+        end = last.start()
+        plan_span = (start, end) if text[start:end].strip() else None
+    else:
+        plan_span = (plan_span[0], min(plan_span[1], last.start()))
+    plan = text[plan_span[0] : plan_span[1]] if plan_span else ""
+    return Extraction(text[code_span[0] : code_span[1]], code_span, plan, plan_span)
+
+
+def looks_like_completion(text: str) -> bool:
+    """True when the text holds a fenced block, i.e. it is a model completion rather than a module."""
+    return bool(re.search(r"^[ \t]*```", text, re.M))
