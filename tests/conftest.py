@@ -1,0 +1,55 @@
+"""Test-wide setup: CPU-only JAX with 8 fake devices, no hub access, `gpu` tests skipped without CUDA."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+# Must happen before anything imports jax: every JAX test sees 8 fake CPU devices (sharding tests use
+# them all; unsharded arrays live on device 0).
+os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def shared_dir() -> Path:
+    """../shared beside the checkout (override with TRITONRL_SHARED_DIR, e.g. under Bazel)."""
+    return Path(os.environ.get("TRITONRL_SHARED_DIR", REPO_ROOT.parent / "shared"))
+
+
+def _cuda_available() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return torch.cuda.is_available()
+
+
+def pytest_collection_modifyitems(config, items):
+    if _cuda_available():
+        return
+    skip_gpu = pytest.mark.skip(reason="needs a CUDA GPU (run on the device machine)")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip_gpu)
+
+
+@pytest.fixture(scope="session")
+def kernelbench_path() -> Path:
+    path = shared_dir() / "datasets" / "kernelbench.jsonl"
+    if not path.exists():
+        pytest.fail(f"KernelBench dataset not found at {path}; set TRITONRL_SHARED_DIR")
+    return path
+
+
+@pytest.fixture(scope="session")
+def kernelbench_rows(kernelbench_path) -> list[dict]:
+    with open(kernelbench_path) as f:
+        return [json.loads(line) for line in f if line.strip()]
