@@ -1,0 +1,34 @@
+"""Typed configuration: YAML files with includes + `key=value` overrides -> a validated `Config`.
+
+    from jaxrl.config import load_config
+    config = load_config("configs/eval_default.yaml", ["sampling.temperature=0.7", "eval.levels=[1]"])
+    config.sampling.temperature  # 0.7
+"""
+
+from jaxrl.config.loader import all_keys, dump_config, load_config
+from jaxrl.config.schema import (
+    Config,
+    ConfigError,
+    EvalSection,
+    MeshSection,
+    ModelSection,
+    RunSection,
+    SamplingSection,
+    SandboxSection,
+    Section,
+)
+
+__all__ = [
+    "Config",
+    "ConfigError",
+    "EvalSection",
+    "MeshSection",
+    "ModelSection",
+    "RunSection",
+    "SamplingSection",
+    "SandboxSection",
+    "Section",
+    "all_keys",
+    "dump_config",
+    "load_config",
+]

@@ -1,0 +1,309 @@
+"""The typed configuration schema: one frozen dataclass per section, nested in `Config`.
+
+Every section derives from `Section`, whose `__post_init__` coerces each field to its annotated
+type (so "0.7" becomes 0.7 and "1,2" becomes (1, 2), from YAML or from the command line alike) and
+then runs the section's own `_problems()` checks. Adding a section (e.g. `sft`, `grpo`) means:
+define a `Section` subclass here, add one field to `Config`, and list its keys with their defaults
+in `configs/base.yaml` (a test keeps that file equal to these defaults).
+
+This module imports neither jax nor torch: configs are read by every entry point.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import re
+import types
+import typing
+from typing import Any, Literal
+
+import yaml
+
+DType = Literal["float32", "bfloat16", "float16"]
+AttentionImpl = Literal["reference", "fast", "auto"]
+RematPolicy = Literal["none", "full", "dots"]
+Backend = Literal["auto", "cuda", "interpreter"]
+Policy = Literal["strict", "relaxed"]
+
+_NULLS = ("null", "none", "None", "~")
+_HOST_PORT = re.compile(r"^(?P<host>[^\s:]+|\[[0-9a-fA-F:]+\]):(?P<port>\d+)$")
+
+
+class ConfigError(ValueError):
+    """A config file, override or value is wrong; the message names the key."""
+
+
+@functools.cache
+def field_types(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def coerce(value: Any, annotation: Any, key: str) -> Any:
+    """`value` converted to `annotation` (strings are parsed as YAML scalars first), or ConfigError."""
+    origin = typing.get_origin(annotation)
+    args = typing.get_args(annotation)
+    if origin in (typing.Union, types.UnionType):
+        options = [a for a in args if a is not type(None)]
+        if type(None) in args and (value is None or (isinstance(value, str) and value in _NULLS)):
+            return None
+        if len(options) != 1:
+            raise TypeError(f"{key}: only Optional[X] unions are supported in the schema")
+        return coerce(value, options[0], key)
+    if origin is Literal:
+        if value not in args:
+            raise ConfigError(f"{key} must be one of {list(args)}, got {value!r}")
+        return value
+    if origin in (tuple, list):
+        if isinstance(value, str):
+            value = _parse_list(value, key)
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"{key} must be a list, got {value!r}")
+        item = args[0] if args else Any
+        return tuple(coerce(v, item, f"{key}[{i}]") for i, v in enumerate(value))
+    if dataclasses.is_dataclass(annotation):
+        if isinstance(value, annotation):
+            return value
+        raise ConfigError(f"{key} must be a section (a mapping of keys), got {value!r}")
+    if annotation is Any:
+        return value
+    if annotation is str:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return str(value)
+        if not isinstance(value, str):
+            raise ConfigError(f"{key} must be a string, got {value!r}")
+        return value
+    if isinstance(value, str):
+        value = _parse_scalar(value, key)
+    if annotation is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(f"{key} must be true or false, got {value!r}")
+        return value
+    if annotation is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{key} must be an integer, got {value!r}")
+        return value
+    if annotation is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"{key} must be a number, got {value!r}")
+        return float(value)
+    raise TypeError(f"{key}: unsupported schema type {annotation!r}")
+
+
+def _parse_scalar(text: str, key: str) -> Any:
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{key}: cannot parse {text!r}: {exc}") from exc
+
+
+def _parse_list(text: str, key: str) -> list[Any]:
+    """`[a, b]` (YAML flow list), `a,b` (comma-separated) or "" (empty)."""
+    text = text.strip()
+    if text.startswith("["):
+        value = _parse_scalar(text, key)
+        if not isinstance(value, list):
+            raise ConfigError(f"{key} must be a list, got {text!r}")
+        return value
+    return [part.strip() for part in text.split(",")] if text else []
+
+
+@dataclasses.dataclass(frozen=True)
+class Section:
+    """Base of every section: typed fields, coerced and checked on construction."""
+
+    def __post_init__(self) -> None:
+        name = type(self).__name__
+        for field in dataclasses.fields(self):
+            value = coerce(getattr(self, field.name), field_types(type(self))[field.name], f"{name}.{field.name}")
+            object.__setattr__(self, field.name, value)
+        problems = self._problems()
+        if problems:
+            raise ConfigError(f"invalid {name}: " + "; ".join(problems))
+
+    def _problems(self) -> list[str]:
+        """Value checks beyond types; each problem as one short sentence naming the key."""
+        return []
+
+    def to_dict(self) -> dict[str, Any]:
+        return _plain(self)
+
+
+def _plain(value: Any) -> Any:
+    if dataclasses.is_dataclass(value):
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelSection(Section):
+    """The policy model.
+
+    source: a Hugging Face checkpoint folder (config.json + safetensors), a GGUF file, or the name of
+    a bundled model (`smollm2-135m`). tokenizer: where to read the tokenizer (None: from source).
+    dtype: compute dtype; param_dtype: storage dtype of the weights. attention_impl: "reference"
+    (plain XLA), "fast" (cuDNN), "auto" (fast when possible). remat: activation checkpointing in
+    training ("none", "full", "dots" = keep matmul outputs). Same values as jaxrl.models.config.
+    """
+
+    source: str = "smollm2-135m"
+    tokenizer: str | None = None
+    dtype: DType = "float32"
+    param_dtype: DType = "float32"
+    attention_impl: AttentionImpl = "auto"
+    remat: RematPolicy = "none"
+
+    def _problems(self) -> list[str]:
+        problems = []
+        if not self.source.strip():
+            problems.append("source must name a checkpoint folder, a GGUF file or a bundled model")
+        if self.tokenizer is not None and not self.tokenizer.strip():
+            problems.append("tokenizer must be null or a path")
+        return problems
+
+
+@dataclasses.dataclass(frozen=True)
+class MeshSection(Section):
+    """Device mesh axis sizes (as jaxrl.sharding.MeshConfig); one of them may be -1 = the remaining devices."""
+
+    data: int = 1
+    fsdp: int = -1
+    tensor: int = 1
+
+    def _problems(self) -> list[str]:
+        sizes = {"data": self.data, "fsdp": self.fsdp, "tensor": self.tensor}
+        problems = [f"{k} must be a positive int or -1, got {v}" for k, v in sizes.items() if v == 0 or v < -1]
+        if list(sizes.values()).count(-1) > 1:
+            problems.append(f"at most one axis may be -1, got {sizes}")
+        return problems
+
+
+@dataclasses.dataclass(frozen=True)
+class SamplingSection(Section):
+    """How completions are sampled. temperature 0 = greedy; top_k 0 and top_p 1 = off.
+
+    num_samples: completions per problem (the n of pass@k); batch_size: sequences decoded together;
+    max_prompt_tokens: longer prompts are refused; stop: extra stop strings besides the EOS tokens.
+    """
+
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0
+    max_new_tokens: int = 4096
+    max_prompt_tokens: int = 4096
+    num_samples: int = 1
+    batch_size: int = 8
+    stop: tuple[str, ...] = ()
+    seed: int = 0
+
+    def _problems(self) -> list[str]:
+        problems = []
+        if self.temperature < 0:
+            problems.append(f"temperature must be >= 0, got {self.temperature}")
+        if not 0 < self.top_p <= 1:
+            problems.append(f"top_p must be in (0, 1], got {self.top_p}")
+        if self.top_k < 0:
+            problems.append(f"top_k must be >= 0 (0 = off), got {self.top_k}")
+        for name in ("max_new_tokens", "max_prompt_tokens", "num_samples", "batch_size"):
+            if getattr(self, name) < 1:
+                problems.append(f"{name} must be >= 1, got {getattr(self, name)}")
+        if any(not s for s in self.stop):
+            problems.append("stop strings must not be empty")
+        return problems
+
+
+@dataclasses.dataclass(frozen=True)
+class EvalSection(Section):
+    """Which KernelBench problems to evaluate and how to report.
+
+    dataset: JSONL or KernelBench folder (None: the shared dataset, see jaxrl.data.kernelbench);
+    ids: problem ids within the levels (None: all); cpu_sized: the shrunk, validated variant for
+    the Triton interpreter; k: the k of the pass@k-style rates (each <= sampling.num_samples);
+    run_dir: write into this folder instead of <run.output_root>/<run.name>.
+    """
+
+    dataset: str | None = None
+    levels: tuple[int, ...] = (1, 2)
+    ids: tuple[int, ...] | None = None
+    cpu_sized: bool = False
+    k: tuple[int, ...] = (1,)
+    run_dir: str | None = None
+
+    def _problems(self) -> list[str]:
+        problems = []
+        if not self.levels or any(level < 1 for level in self.levels):
+            problems.append(f"levels must be a non-empty list of levels >= 1, got {list(self.levels)}")
+        if self.ids is not None and (not self.ids or any(i < 1 for i in self.ids)):
+            problems.append(f"ids must be null or a non-empty list of ids >= 1, got {list(self.ids)}")
+        if not self.k or any(k < 1 for k in self.k):
+            problems.append(f"k must be a non-empty list of ints >= 1, got {list(self.k)}")
+        return problems
+
+
+@dataclasses.dataclass(frozen=True)
+class SandboxSection(Section):
+    """Where and how candidates are evaluated.
+
+    targets: sandbox servers as host:port (empty: an embedded local server); backend: auto, cuda or
+    interpreter (TRITON_INTERPRET on CPU); workers: worker processes of the embedded server;
+    trials: correctness trials per candidate; timeout_s: per evaluation; max_concurrency: requests
+    in flight from this client; policy: strict (all math in Triton) or relaxed (torch glue allowed).
+    """
+
+    targets: tuple[str, ...] = ()
+    backend: Backend = "auto"
+    workers: int = 2
+    trials: int = 5
+    timeout_s: float = 180.0
+    max_concurrency: int = 8
+    policy: Policy = "strict"
+
+    def _problems(self) -> list[str]:
+        problems = []
+        for target in self.targets:
+            match = _HOST_PORT.match(target)
+            if not match or not 1 <= int(match["port"]) <= 65535:
+                problems.append(f"targets must be host:port, got {target!r}")
+        if self.workers < 1 or self.max_concurrency < 1:
+            problems.append("workers and max_concurrency must be >= 1")
+        if not 1 <= self.trials <= 100:
+            problems.append(f"trials must be in [1, 100], got {self.trials}")
+        if not 0 < self.timeout_s <= 3600:
+            problems.append(f"timeout_s must be in (0, 3600], got {self.timeout_s}")
+        return problems
+
+
+@dataclasses.dataclass(frozen=True)
+class RunSection(Section):
+    """Where outputs go: <output_root>/<name>; name None lets the command pick a timestamped one."""
+
+    output_root: str = "runs"
+    name: str | None = None
+
+    def _problems(self) -> list[str]:
+        problems = []
+        if not self.output_root.strip():
+            problems.append("output_root must not be empty")
+        if self.name is not None and (not self.name.strip() or "/" in self.name):
+            problems.append(f"name must be a non-empty folder name without '/', got {self.name!r}")
+        return problems
+
+
+@dataclasses.dataclass(frozen=True)
+class Config(Section):
+    """The whole configuration: one field per section."""
+
+    model: ModelSection = dataclasses.field(default_factory=ModelSection)
+    mesh: MeshSection = dataclasses.field(default_factory=MeshSection)
+    sampling: SamplingSection = dataclasses.field(default_factory=SamplingSection)
+    eval: EvalSection = dataclasses.field(default_factory=EvalSection)
+    sandbox: SandboxSection = dataclasses.field(default_factory=SandboxSection)
+    run: RunSection = dataclasses.field(default_factory=RunSection)
+
+    def _problems(self) -> list[str]:
+        if max(self.eval.k) > self.sampling.num_samples:
+            n = self.sampling.num_samples
+            return [f"eval.k {list(self.eval.k)} asks for more than sampling.num_samples={n} samples"]
+        return []
