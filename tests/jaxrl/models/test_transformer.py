@@ -1,0 +1,262 @@
+"""Transformer forward contract: KV cache, left padding, packed segments, remat, attention paths.
+
+Weights are random (parity with transformers is in tests/jaxrl/checkpoint). float32 throughout,
+so every comparison is tight.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from flax import nnx
+
+from jaxrl.models import Transformer, init_cache, tiny_llama, tiny_qwen3
+from jaxrl.models import attention as attn
+
+CONFIGS = {"qwen3": tiny_qwen3(), "llama": tiny_llama()}
+ATOL = 2e-5
+
+
+@pytest.fixture(autouse=True)
+def full_float32_matmuls():
+    """float32 comparisons need true float32 matmuls (GPUs default to TF32)."""
+    with jax.default_matmul_precision("highest"):
+        yield
+
+
+@nnx.jit(static_argnums=(0, 1))
+def _random_model(config, seed=0):
+    """Random weights with norms away from 1, so every parameter influences the logits."""
+    model = Transformer(config, rngs=nnx.Rngs(seed))
+    state = nnx.state(model)
+    leaves, treedef = jax.tree.flatten(state)
+    keys = jax.random.split(jax.random.key(seed + 1), len(leaves))
+    leaves = [
+        (1.0 + 0.2 * jax.random.normal(k, x.shape)) if x.ndim == 1 else 0.15 * jax.random.normal(k, x.shape)
+        for k, x in zip(keys, leaves)
+    ]
+    nnx.update(model, jax.tree.unflatten(treedef, leaves))
+    return model
+
+
+@pytest.fixture(scope="module", params=sorted(CONFIGS))
+def model(request):
+    """Both families, for the tests where RoPE scaling, q/k norm or tied logits could interact."""
+    return _random_model(CONFIGS[request.param])
+
+
+@pytest.fixture(scope="module")
+def qwen3_model():
+    return _random_model(CONFIGS["qwen3"])
+
+
+def _tokens(batch, length, seed=0, vocab=128):
+    return jax.random.randint(jax.random.key(seed), (batch, length), 1, vocab)
+
+
+def _positions(batch, length):
+    return jnp.broadcast_to(jnp.arange(length), (batch, length))
+
+
+@nnx.jit
+def _forward(model, tokens, positions, segment_ids):
+    return model(tokens, positions, segment_ids=segment_ids)[0]
+
+
+@nnx.jit
+def _forward_with(model, tokens, positions, attention_mask=None, segment_ids=None):
+    return model(tokens, positions, attention_mask=attention_mask, segment_ids=segment_ids)[0]
+
+
+@nnx.jit
+def _step(model, tokens, positions, segment_ids, cache, cache_index):
+    return model(tokens, positions, segment_ids=segment_ids, cache=cache, cache_index=cache_index)
+
+
+def test_logits_are_float32_and_sensitive_to_inputs(qwen3_model):
+    model = qwen3_model
+    tokens = _tokens(2, 8)
+    logits = _forward(model, tokens, _positions(2, 8), jnp.ones((2, 8), jnp.int32))
+    assert logits.shape == (2, 8, model.config.vocab_size) and logits.dtype == jnp.float32
+    assert float(jnp.std(logits)) > 0.5  # not a degenerate model that would hide mapping errors
+    other = _forward(model, tokens.at[:, 0].set(tokens[:, 0] % 100 + 1), _positions(2, 8), jnp.ones((2, 8), jnp.int32))
+    assert float(jnp.abs(other[:, -1] - logits[:, -1]).max()) > 1e-3  # the last token sees the first
+
+
+def test_prefill_then_decode_equals_full_forward(model):
+    batch, length, prefill = 2, 12, 5
+    tokens, positions = _tokens(batch, length, seed=1), _positions(batch, length)
+    ones = jnp.ones((batch, length), jnp.int32)
+    full = _forward(model, tokens, positions, ones)
+
+    cache = init_cache(model.config, batch, max_len=16)
+    logits, cache = _step(model, tokens[:, :prefill], positions[:, :prefill], ones[:, :prefill], cache, 0)
+    np.testing.assert_allclose(logits, full[:, :prefill], atol=ATOL)
+    for t in range(prefill, length):
+        logits, cache = _step(model, tokens[:, t:t + 1], positions[:, t:t + 1], ones[:, t:t + 1], cache, t)
+        np.testing.assert_allclose(logits[:, 0], full[:, t], atol=ATOL, err_msg=f"decode step {t}")
+    assert int(cache.segment_ids[:, :length].min()) == 1 and int(cache.segment_ids[:, length:].max()) == 0
+
+
+def test_left_padding_matches_unpadded_rows(model):
+    """Rows of different lengths, left-padded, give each row's unpadded logits, with and without cache."""
+    lengths, width, new_tokens = [7, 4], 7, 3
+    rows = [_tokens(1, n + new_tokens, seed=10 + i)[0] for i, n in enumerate(lengths)]
+    pad = [width - n for n in lengths]
+    tokens = jnp.stack([jnp.concatenate([jnp.zeros(p, jnp.int32), r[:n]]) for p, n, r in zip(pad, lengths, rows)])
+    mask = jnp.stack([jnp.concatenate([jnp.zeros(p, jnp.int32), jnp.ones(n, jnp.int32)]) for p, n in zip(pad, lengths)])
+    positions = jnp.maximum(jnp.cumsum(mask, axis=1) - 1, 0)
+
+    cache = init_cache(model.config, 2, max_len=width + new_tokens)
+    prefill, cache = _step(model, tokens, positions, mask, cache, 0)
+    decoded = []
+    for step in range(new_tokens):
+        next_tokens = jnp.stack([r[n + step] for r, n in zip(rows, lengths)])[:, None]
+        next_pos = jnp.asarray([[n + step] for n in lengths])
+        logits, cache = _step(model, next_tokens, next_pos, jnp.ones((2, 1), jnp.int32), cache, width + step)
+        decoded.append(logits[:, 0])
+
+    padded_no_cache = _forward(model, tokens, positions, mask)
+    for i, (row, n, p) in enumerate(zip(rows, lengths, pad)):
+        alone = _forward(model, row[None], _positions(1, n + new_tokens), jnp.ones((1, n + new_tokens), jnp.int32))[0]
+        np.testing.assert_allclose(prefill[i, p:], alone[:n], atol=ATOL)
+        np.testing.assert_allclose(padded_no_cache[i, p:], alone[:n], atol=ATOL)
+        for step in range(new_tokens):
+            np.testing.assert_allclose(decoded[step][i], alone[n + step], atol=ATOL)
+    assert bool(jnp.isfinite(prefill).all())  # padded queries stay finite too
+
+
+def test_packed_segments_equal_separate_sequences(model):
+    a, b = _tokens(1, 5, seed=3)[0], _tokens(1, 4, seed=4)[0]
+    tokens = jnp.concatenate([a, b, jnp.zeros(3, jnp.int32)])[None]
+    segments = jnp.asarray([[1] * 5 + [2] * 4 + [0] * 3])
+    positions = jnp.asarray([list(range(5)) + list(range(4)) + [0] * 3])
+    packed = _forward(model, tokens, positions, segments)[0]
+    for seq, start in ((a, 0), (b, 5)):
+        n = seq.shape[0]
+        alone = _forward(model, seq[None], _positions(1, n), jnp.ones((1, n), jnp.int32))[0]
+        np.testing.assert_allclose(packed[start:start + n], alone, atol=ATOL)
+    assert bool(jnp.isfinite(packed).all())
+
+
+def test_attention_mask_is_segment_ids_of_one(qwen3_model):
+    model = qwen3_model
+    tokens, positions = _tokens(2, 6, seed=5), _positions(2, 6)
+    mask = jnp.asarray([[1] * 6, [0, 0, 1, 1, 1, 1]])
+    by_mask = _forward_with(model, tokens, positions, attention_mask=mask)
+    by_segments = _forward_with(model, tokens, positions, segment_ids=mask)
+    np.testing.assert_array_equal(by_mask, by_segments)
+    default = _forward_with(model, tokens, positions)
+    np.testing.assert_allclose(default, _forward(model, tokens, positions, jnp.ones((2, 6), jnp.int32)), atol=ATOL)
+
+
+def test_fully_padded_row_stays_finite(qwen3_model):
+    model = qwen3_model
+    tokens = _tokens(2, 4, seed=6)
+    logits = _forward(model, tokens, _positions(2, 4), jnp.asarray([[0, 0, 0, 0], [1, 1, 1, 1]]))
+    assert bool(jnp.isfinite(logits).all())
+
+
+@nnx.jit
+def _value_and_grad(model, tokens, positions):
+    def loss(model):
+        logits = model(tokens, positions)[0]
+        return jnp.mean(jax.nn.log_softmax(logits)[..., 0])
+
+    return nnx.value_and_grad(loss)(model)
+
+
+@pytest.mark.parametrize("remat", ["full", "dots"])
+def test_remat_keeps_logits_and_gradients(remat):
+    tokens, positions = _tokens(2, 8, seed=7), _positions(2, 8)
+    value, grads = _value_and_grad(_random_model(tiny_qwen3()), tokens, positions)
+    value_r, grads_r = _value_and_grad(_random_model(tiny_qwen3(remat=remat)), tokens, positions)
+    assert value == pytest.approx(float(value_r), abs=1e-6)
+    for g, g_r in zip(jax.tree.leaves(grads), jax.tree.leaves(grads_r)):
+        np.testing.assert_allclose(g, g_r, atol=1e-6)
+
+
+def test_bad_inputs_are_rejected(qwen3_model):
+    model = qwen3_model
+    tokens, positions = _tokens(1, 4), _positions(1, 4)
+    ones = jnp.ones((1, 4), jnp.int32)
+    with pytest.raises(ValueError, match="not both"):
+        model(tokens, positions, attention_mask=ones, segment_ids=ones)
+    with pytest.raises(ValueError, match="together"):
+        model(tokens, positions, cache=init_cache(model.config, 1, 8))
+    with pytest.raises(ValueError, match="overflows"):
+        model(tokens, positions, cache=init_cache(model.config, 1, 8), cache_index=6)
+    with pytest.raises(ValueError, match="batch"):
+        model(tokens, positions, cache=init_cache(model.config, 2, 8), cache_index=0)
+    with pytest.raises(ValueError, match=r"\[B, T\]"):
+        model(tokens, positions[:, :3])
+
+
+def test_mask_rules():
+    """Causal within a segment, never into padding or empty slots, always the query's own slot."""
+    q_segments = jnp.asarray([[1, 1, 2, 0]])
+    mask = attn.attention_mask(q_segments, jnp.arange(4), q_segments)[0]
+    expected = np.array([[1, 0, 0, 0], [1, 1, 0, 0], [0, 0, 1, 0], [0, 0, 0, 1]], bool)
+    np.testing.assert_array_equal(mask, expected)
+
+
+def test_fast_attention_needs_a_gpu_dtype():
+    config = tiny_qwen3(attention_impl="fast")
+    if jax.default_backend() != "gpu":
+        with pytest.raises(ValueError, match="fast"):
+            attn.resolve_impl(config)
+    assert attn.resolve_impl(tiny_qwen3(attention_impl="auto")) == "reference"  # float32 never takes cuDNN
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("head_dim", [64, 128])
+def test_fast_attention_matches_reference_on_gpu(head_dim):
+    """cuDNN and the reference agree on the same mask (GQA, padding, packing, cache-shaped keys)."""
+    b, t, s, n, k = 2, 16, 32, 8, 2
+    keys = jax.random.split(jax.random.key(0), 3)
+    q = jax.random.normal(keys[0], (b, t, n, head_dim), jnp.bfloat16)
+    kk = jax.random.normal(keys[1], (b, s, k, head_dim), jnp.bfloat16)
+    v = jax.random.normal(keys[2], (b, s, k, head_dim), jnp.bfloat16)
+    k_segments = jnp.asarray([[0] * 4 + [1] * 20 + [2] * 8, [1] * 12 + [0] * 20])
+    q_slots = jnp.arange(t) + 8
+    q_segments = jax.lax.dynamic_slice(k_segments, (0, 8), (b, t))
+    mask = attn.attention_mask(q_segments, q_slots, k_segments)
+    fast = attn.fast_attention(q, kk, v, mask).astype(jnp.float32)
+    reference = attn.reference_attention(q, kk, v, mask).astype(jnp.float32)
+    valid = (q_segments != 0)[:, :, None, None]
+    np.testing.assert_allclose(jnp.where(valid, fast, 0), jnp.where(valid, reference, 0), atol=2e-2)
+
+    config = tiny_qwen3(dtype="bfloat16", head_dim=head_dim)
+    assert attn.resolve_impl(config) == "fast"
+    model_fast = _random_model(config)
+    model_ref = _random_model(config.replace(attention_impl="reference"))
+    tokens, positions = _tokens(2, 16, seed=8), _positions(2, 16)
+    segments = jnp.asarray([[1] * 16, [0] * 3 + [1] * 13])
+    out_fast = _forward(model_fast, tokens, positions, segments)
+    out_ref = _forward(model_ref, tokens, positions, segments)
+    assert bool(jnp.isfinite(out_fast).all())
+    np.testing.assert_allclose(out_fast, out_ref, atol=0.03 * float(jnp.abs(out_ref).max()))
+
+
+@pytest.mark.gpu
+def test_fast_attention_decoding_matches_reference_on_gpu():
+    """Prefill and single-token decode steps (T = 1) through cuDNN agree with the reference path."""
+    config = tiny_qwen3(dtype="bfloat16", head_dim=64, attention_impl="fast")
+    model_fast = _random_model(config)
+    model_ref = _random_model(config.replace(attention_impl="reference"))
+    tokens, positions = _tokens(2, 12, seed=9), _positions(2, 12)
+    segments = jnp.asarray([[1] * 12, [0] * 4 + [1] * 8])
+    results = []
+    for model in (model_fast, model_ref):
+        cache = init_cache(config, 2, 16)
+        logits, cache = _step(model, tokens[:, :8], positions[:, :8], segments[:, :8], cache, 0)
+        steps = [logits]
+        for t in range(8, 12):
+            logits, cache = _step(model, tokens[:, t:t + 1], positions[:, t:t + 1], segments[:, t:t + 1], cache, t)
+            steps.append(logits)
+        results.append(jnp.concatenate(steps, axis=1))
+    fast, reference = results
+    assert bool(jnp.isfinite(fast).all())
+    np.testing.assert_allclose(fast, reference, atol=0.03 * float(jnp.abs(reference).max()))
