@@ -49,6 +49,9 @@ class EvalOptions:
     candidate_format: CandidateFormat = CandidateFormat.AUTO
     # Speedups above this are reported with speedup_flagged = true for a human to look at.
     implausible_speedup: float = 10.0
+    # For problems where a constant output would pass the tolerance (degenerate_reference), outputs must
+    # also satisfy ||out - ref||_2 <= degenerate_rel_l2 * ||ref||_2, which no constant guess can.
+    degenerate_rel_l2: float = 0.02
     memory_limit_mb: int = 16384
     max_source_bytes: int = 512 * 1024
 
@@ -67,6 +70,8 @@ class EvalOptions:
             problems.append("tolerances must be non-negative")
         if self.implausible_speedup <= 1:
             problems.append("implausible_speedup must be > 1")
+        if not 0 < self.degenerate_rel_l2 < 1:
+            problems.append("degenerate_rel_l2 must be in (0, 1)")
         if self.memory_limit_mb < 256:
             problems.append("memory_limit_mb must be >= 256")
         if problems:

@@ -1,0 +1,173 @@
+"""Command line: `serve`, `check` and `demo` (see docs/sandbox.md).
+
+`check --json` prints exactly one JSON object (the EvalResult contract) on stdout. Exit codes:
+0 an evaluation ran (whatever the verdict); 2 usage error; 3 infrastructure error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import tempfile
+from pathlib import Path
+
+from sandbox_service.options import EvalOptions
+from sandbox_service.results import EvalResult, Status
+
+EXIT_OK, EXIT_USAGE, EXIT_INFRA = 0, 2, 3
+EXAMPLES = Path(__file__).resolve().parent / "examples"
+
+
+def _options(args: argparse.Namespace) -> EvalOptions:
+    return EvalOptions(
+        trials=args.trials,
+        seed=args.seed,
+        time=not args.no_time,
+        timeout_s=args.timeout,
+        policy=args.policy,
+        candidate_format=args.format,
+    )
+
+
+def _evaluate_locally(reference: str, candidate: str, options: EvalOptions, backend: str) -> EvalResult:
+    from sandbox_service.devices import resolve_backend
+    from sandbox_service.evaluation import Lane, evaluate
+
+    info = resolve_backend(backend)
+    with tempfile.TemporaryDirectory(prefix="tritonrl-check-") as root:
+        gpu = info.gpus[0] if info.gpus else None
+        lane = Lane.create(info.backend, gpu, warm=0, work_root=Path(root), triton_cache=None)
+        try:
+            return evaluate(reference, candidate, options, lane)
+        finally:
+            lane.close()
+
+
+def _summary(result: EvalResult) -> str:
+    lines = [f"status: {result.status.value}  (valid={result.valid}, correct={result.correct})"]
+    lines.append(f"trials: {result.trials_passed}/{result.trials} passed, max abs error {result.max_abs_error}")
+    if result.speedup is not None:
+        flag = "  [implausible: check by hand]" if result.speedup_flagged else ""
+        lines.append(
+            f"time: reference {result.ref_time_us:.1f} us, candidate {result.candidate_time_us:.1f} us, "
+            f"speedup {result.speedup:.3f}x{flag}"
+        )
+    for v in result.violations:
+        where = f" (line {v.line})" if v.line else ""
+        lines.append(f"violation [{v.layer}/{v.rule}]{where}: {v.message}")
+    if result.error:
+        lines.append(f"error: {result.error}")
+    lines.append(f"backend: {result.backend}  device: {result.device}  duration: {result.duration_s:.2f} s")
+    return "\n".join(lines)
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    for path in (args.reference, args.candidate):
+        if not path.is_file():
+            print(f"error: no such file: {path}", file=sys.stderr)
+            return EXIT_USAGE
+    reference, candidate = args.reference.read_text(), args.candidate.read_text()
+    try:
+        options = _options(args)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.target:
+        from sandbox_service.client import SandboxClient
+
+        with SandboxClient(args.target) as client:
+            result = client.evaluate(reference, candidate, options, timeout_s=options.timeout_s + 120)
+    else:
+        result = _evaluate_locally(reference, candidate, options, args.backend)
+    print(result.to_json() if args.json else _summary(result))
+    return EXIT_INFRA if result.status == Status.INFRA_ERROR else EXIT_OK
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from sandbox_service.server import ServerConfig, serve_forever
+
+    config = ServerConfig(
+        host=args.host,
+        port=args.port,
+        backend=args.backend,
+        gpus=tuple(args.gpus or ()),
+        workers=args.workers,
+        queue_capacity=args.queue,
+        warm=args.warm,
+        grace_s=args.grace,
+    )
+    return serve_forever(config, args.ready_file, args.exit_on_stdin_eof)
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    """Start a local server and evaluate a correct, an incorrect and a cheating candidate."""
+    from sandbox_service.client import SandboxClient
+
+    reference = (EXAMPLES / "scaled_add_reference.py").read_text()
+    names = ["scaled_add_correct", "scaled_add_incorrect", "scaled_add_cheat"]
+    print("starting a local sandbox server ...", flush=True)
+    with SandboxClient.embedded(backend=args.backend) as client:
+        info = client.server_info()[0]
+        print(f"server: backend {info.backend}, devices {', '.join(info.devices)}, {info.workers} workers", flush=True)
+        pairs = [(reference, (EXAMPLES / f"{name}.py").read_text()) for name in names]
+        results = dict(client.evaluate_many(pairs))
+    print(f"\n{'candidate':<24} {'status':<14} {'valid':<6} {'correct':<8} {'trials':<7} {'speedup':<8} why")
+    for index, name in enumerate(names):
+        r = results[index]
+        why = r.violations[0].message if r.violations else r.error.splitlines()[0] if r.error else ""
+        speedup = f"{r.speedup:.2f}x" if r.speedup is not None else "-"
+        print(f"{name:<24} {r.status.value:<14} {str(r.valid):<6} {str(r.correct):<8} "
+              f"{r.trials_passed}/{r.trials:<5} {speedup:<8} {why[:90]}")
+    if args.json:
+        print(json.dumps({names[i]: results[i].to_dict() for i in range(len(names))}, indent=1))
+    failed = [r for r in results.values() if r.status == Status.INFRA_ERROR]
+    return EXIT_INFRA if failed else EXIT_OK
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m sandbox_service", description="Triton kernel sandbox")
+    parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    serve = sub.add_parser("serve", help="run the gRPC server")
+    serve.add_argument("--host", default="127.0.0.1", help="address to bind (0.0.0.0 to accept remote clients)")
+    serve.add_argument("--port", type=int, default=50051, help="0 picks a free port")
+    serve.add_argument("--backend", default="auto", choices=["auto", "cuda", "interpreter"])
+    serve.add_argument("--gpus", type=int, nargs="*", help="GPU indices to use (default: all)")
+    serve.add_argument("--workers", type=int, help="concurrent evaluations per GPU (or on the CPU)")
+    serve.add_argument("--queue", type=int, default=64, help="queued evaluations before RESOURCE_EXHAUSTED")
+    serve.add_argument("--warm", type=int, help="child processes kept ready per lane and role")
+    serve.add_argument("--grace", type=float, default=30.0, help="seconds running jobs get at shutdown")
+    serve.add_argument("--ready-file", type=Path, help="write {address, port, backend} here once serving")
+    serve.add_argument("--exit-on-stdin-eof", action="store_true", help="stop when stdin closes (embedded mode)")
+    serve.set_defaults(func=cmd_serve)
+
+    check = sub.add_parser("check", help="evaluate one reference/candidate pair")
+    check.add_argument("reference", type=Path)
+    check.add_argument("candidate", type=Path, help="a module with ModelNew, or a completion with a fenced block")
+    check.add_argument("--backend", default="auto", choices=["auto", "cuda", "interpreter"])
+    check.add_argument("--target", action="append", help="HOST:PORT of a server (repeatable); default: evaluate here")
+    check.add_argument("--json", action="store_true", help="print one JSON object")
+    check.add_argument("--trials", type=int, default=5)
+    check.add_argument("--seed", type=int, default=42)
+    check.add_argument("--no-time", action="store_true", help="skip timing")
+    check.add_argument("--timeout", type=float, default=180.0)
+    check.add_argument("--policy", default="strict", choices=["strict", "relaxed"])
+    check.add_argument("--format", default="auto", choices=["auto", "completion", "code"])
+    check.set_defaults(func=cmd_check)
+
+    demo = sub.add_parser("demo", help="start a local server and evaluate three example candidates")
+    demo.add_argument("--backend", default="auto", choices=["auto", "cuda", "interpreter"])
+    demo.add_argument("--json", action="store_true", help="also print the full results")
+    demo.set_defaults(func=cmd_demo)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    # Logs go to stderr so that `check --json` keeps stdout to exactly one JSON object.
+    logging.basicConfig(level=args.log_level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    return args.func(args)

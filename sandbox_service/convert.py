@@ -1,0 +1,136 @@
+"""Conversions between the typed dataclasses and the wire messages. No torch here (clients use it)."""
+
+from __future__ import annotations
+
+from sandbox_service.options import EvalOptions
+from sandbox_service.results import EvalResult, LayerResult, Outcome, Status, TimingStats, Violation
+from tritonrl.sandbox.v1 import sandbox_pb2 as pb
+
+_STATUS_TO_PB = {status: getattr(pb, f"STATUS_{status.name}") for status in Status}
+_STATUS_FROM_PB = {v: k for k, v in _STATUS_TO_PB.items()}
+_OUTCOME_TO_PB = {outcome: getattr(pb, f"LAYER_OUTCOME_{outcome.name}") for outcome in Outcome}
+_OUTCOME_FROM_PB = {v: k for k, v in _OUTCOME_TO_PB.items()}
+_OPTIONAL_OPTION_FIELDS = (
+    "trials",
+    "seed",
+    "time",
+    "warmup_runs",
+    "timing_runs",
+    "timeout_s",
+    "policy",
+    "candidate_format",
+    "implausible_speedup",
+    "memory_limit_mb",
+    "degenerate_rel_l2",
+)
+
+
+def options_to_pb(options: EvalOptions | None) -> pb.EvalOptions:
+    message = pb.EvalOptions()
+    if options is None:
+        return message
+    data = options.to_dict()
+    for name in _OPTIONAL_OPTION_FIELDS:
+        setattr(message, name, data[name])
+    for dtype, (atol, rtol) in options.tolerances.items():
+        message.tolerances.add(dtype=dtype, atol=atol, rtol=rtol)
+    return message
+
+
+def options_from_pb(message: pb.EvalOptions, defaults: EvalOptions | None = None) -> EvalOptions:
+    """Fields the client left unset take the server's defaults. Raises ValueError for invalid values."""
+    data = (defaults or EvalOptions()).to_dict()
+    for name in _OPTIONAL_OPTION_FIELDS:
+        if message.HasField(name):
+            data[name] = getattr(message, name)
+    if message.tolerances:
+        data["tolerances"] = {t.dtype: (t.atol, t.rtol) for t in message.tolerances}
+    return EvalOptions.from_dict(data)
+
+
+def _timing_to_pb(stats: TimingStats | None, target: pb.TimingStats) -> None:
+    if stats is not None:
+        target.CopyFrom(pb.TimingStats(**stats.__dict__))
+
+
+def _timing_from_pb(message: pb.TimingStats, present: bool) -> TimingStats | None:
+    if not present:
+        return None
+    return TimingStats(
+        median_us=message.median_us,
+        mean_us=message.mean_us,
+        std_us=message.std_us,
+        min_us=message.min_us,
+        max_us=message.max_us,
+        runs=message.runs,
+        method=message.method,
+    )
+
+
+def result_to_pb(result: EvalResult) -> pb.EvalResult:
+    message = pb.EvalResult(
+        status=_STATUS_TO_PB[result.status],
+        correct=result.correct,
+        valid=result.valid,
+        compiled=result.compiled,
+        trials=result.trials,
+        trials_passed=result.trials_passed,
+        speedup_flagged=result.speedup_flagged,
+        degenerate_reference=result.degenerate_reference,
+        triton_launches=result.triton_launches,
+        backend=result.backend,
+        device=result.device,
+        error=result.error,
+        stdout_tail=result.stdout_tail,
+        duration_s=result.duration_s,
+    )
+    for name in ("max_abs_error", "ref_time_us", "candidate_time_us", "speedup"):
+        value = getattr(result, name)
+        if value is not None:
+            setattr(message, name, value)
+    for v in result.violations:
+        item = message.violations.add(layer=v.layer, rule=v.rule, message=v.message)
+        if v.line is not None:
+            item.line = v.line
+    for layer in result.layers:
+        message.layers.add(
+            name=layer.name, outcome=_OUTCOME_TO_PB[layer.outcome], duration_s=layer.duration_s, detail=layer.detail
+        )
+    _timing_to_pb(result.ref_timing, message.ref_timing)
+    _timing_to_pb(result.candidate_timing, message.candidate_timing)
+    return message
+
+
+def result_from_pb(message: pb.EvalResult) -> EvalResult:
+    def optional(name: str) -> float | None:
+        return getattr(message, name) if message.HasField(name) else None
+
+    return EvalResult(
+        status=_STATUS_FROM_PB.get(message.status, Status.INFRA_ERROR),
+        correct=message.correct,
+        valid=message.valid,
+        compiled=message.compiled,
+        violations=[
+            Violation(v.layer, v.rule, v.message, v.line if v.HasField("line") else None) for v in message.violations
+        ],
+        layers=[
+            LayerResult(layer.name, _OUTCOME_FROM_PB.get(layer.outcome, Outcome.ERROR), layer.duration_s, layer.detail)
+            for layer in message.layers
+        ],
+        trials=message.trials,
+        trials_passed=message.trials_passed,
+        max_abs_error=optional("max_abs_error"),
+        ref_time_us=optional("ref_time_us"),
+        candidate_time_us=optional("candidate_time_us"),
+        speedup=optional("speedup"),
+        ref_timing=_timing_from_pb(message.ref_timing, message.HasField("ref_timing")),
+        candidate_timing=_timing_from_pb(message.candidate_timing, message.HasField("candidate_timing")),
+        speedup_flagged=message.speedup_flagged,
+        degenerate_reference=message.degenerate_reference,
+        triton_launches=message.triton_launches,
+        backend=message.backend,
+        device=message.device,
+        error=message.error,
+        stdout_tail=message.stdout_tail,
+        duration_s=message.duration_s,
+    )

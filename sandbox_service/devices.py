@@ -1,0 +1,39 @@
+"""Which backend this machine runs: CUDA GPUs when there are any, else the Triton interpreter on the CPU."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import platform
+
+
+@dataclasses.dataclass(frozen=True)
+class BackendInfo:
+    backend: str  # "cuda" or "interpreter"
+    gpus: tuple[int, ...]
+    device_names: tuple[str, ...]
+    python_version: str
+    torch_version: str
+    triton_version: str
+
+
+def resolve_backend(requested: str = "auto", gpus: list[int] | None = None) -> BackendInfo:
+    """Resolve "auto" | "cuda" | "interpreter"; a cuda request without a GPU is an error, not a fallback."""
+    if requested not in ("auto", "cuda", "interpreter"):
+        raise ValueError(f"backend must be auto, cuda or interpreter, got {requested!r}")
+    import torch
+    import triton
+
+    count = torch.cuda.device_count() if os.environ.get("TRITON_INTERPRET") != "1" else 0
+    if requested == "cuda" and count == 0:
+        raise RuntimeError("--backend cuda was asked for, but no CUDA GPU is visible")
+    backend = "cuda" if requested == "cuda" or (requested == "auto" and count > 0) else "interpreter"
+    if backend == "cuda":
+        chosen = tuple(gpus) if gpus else tuple(range(count))
+        bad = [g for g in chosen if not 0 <= g < count]
+        if bad:
+            raise ValueError(f"GPUs {bad} do not exist (this machine has {count})")
+        names = tuple(torch.cuda.get_device_name(g) for g in chosen)
+    else:
+        chosen, names = (), ("cpu (triton interpreter)",)
+    return BackendInfo(backend, chosen, names, platform.python_version(), torch.__version__, triton.__version__)

@@ -1,0 +1,189 @@
+"""Bounded queue of evaluations feeding one lane per GPU (or one CPU lane).
+
+Each lane runs up to `workers_per_lane` evaluations at once: their compilation and correctness phases
+overlap, while timing takes the lane's GPU alone (TimingGate). A full queue refuses new work
+(backpressure); a job whose caller has gone is cancelled, queued or running.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import queue
+import shutil
+import tempfile
+import threading
+import time
+from concurrent.futures import Future
+from pathlib import Path
+
+from sandbox_service.evaluation import Lane, evaluate
+from sandbox_service.options import EvalOptions
+from sandbox_service.results import EvalResult, Status
+
+log = logging.getLogger(__name__)
+
+
+class QueueFull(Exception):
+    """The queue holds `queue_capacity` jobs already."""
+
+
+class ShuttingDown(Exception):
+    """The scheduler no longer accepts work."""
+
+
+@dataclasses.dataclass(frozen=True)
+class SchedulerConfig:
+    backend: str  # "cuda" or "interpreter" (resolved, not "auto")
+    gpus: tuple[int, ...] = ()
+    workers_per_lane: int = 2
+    queue_capacity: int = 64
+    warm_per_lane: int | None = None  # children kept ready per lane and role; default = workers_per_lane
+    work_root: Path | None = None
+    shared_triton_cache: bool = True
+
+    def __post_init__(self):
+        if self.backend not in ("cuda", "interpreter"):
+            raise ValueError(f"backend must be 'cuda' or 'interpreter', got {self.backend!r}")
+        if self.backend == "cuda" and not self.gpus:
+            raise ValueError("the cuda backend needs at least one GPU")
+        if self.workers_per_lane < 1 or self.queue_capacity < 1:
+            raise ValueError("workers_per_lane and queue_capacity must be >= 1")
+
+
+@dataclasses.dataclass(eq=False)  # compared and hashed by identity: jobs live in sets
+class Job:
+    reference_source: str
+    candidate_source: str
+    options: EvalOptions
+    deadline: float | None = None  # time.monotonic() by which the caller stops waiting
+    future: Future = dataclasses.field(default_factory=Future)
+    cancel_event: threading.Event = dataclasses.field(default_factory=threading.Event)
+
+    def cancel(self) -> None:
+        self.cancel_event.set()
+
+    def result(self, timeout: float | None = None) -> EvalResult:
+        return self.future.result(timeout)
+
+
+_STOP = object()
+
+
+class Scheduler:
+    def __init__(self, config: SchedulerConfig):
+        self.config = config
+        self._owned_root = config.work_root is None
+        self.work_root = Path(config.work_root or tempfile.mkdtemp(prefix="tritonrl-sandbox-"))
+        triton_cache = self.work_root / "triton-cache" if config.shared_triton_cache else None
+        warm = config.workers_per_lane if config.warm_per_lane is None else config.warm_per_lane
+        devices = config.gpus if config.backend == "cuda" else (None,)
+        self.lanes = [Lane.create(config.backend, gpu, warm, self.work_root, triton_cache) for gpu in devices]
+        self._queue: queue.Queue = queue.Queue(maxsize=config.queue_capacity)
+        self._lock = threading.Lock()
+        self._accepting = True
+        self._running: set[Job] = set()
+        self.done = 0
+        self._threads = [
+            threading.Thread(target=self._work, args=(lane,), name=f"lane{index}-worker{slot}", daemon=True)
+            for index, lane in enumerate(self.lanes)
+            for slot in range(config.workers_per_lane)
+        ]
+        for thread in self._threads:
+            thread.start()
+
+    # -- submission ----------------------------------------------------------------------------
+    def submit(self, job: Job, block: bool = False, should_stop=lambda: False) -> Job:
+        """Queue a job. Non-blocking raises QueueFull; blocking waits for room until should_stop()."""
+        if not self._accepting:
+            raise ShuttingDown()
+        if not block:
+            try:
+                self._queue.put_nowait(job)
+            except queue.Full:
+                raise QueueFull(f"the evaluation queue is full ({self.config.queue_capacity} waiting)") from None
+            return job
+        while True:
+            if not self._accepting:
+                raise ShuttingDown()
+            if should_stop():
+                job.cancel()
+                raise ShuttingDown()
+            try:
+                self._queue.put(job, timeout=0.2)
+                return job
+            except queue.Full:
+                continue
+
+    # -- work ----------------------------------------------------------------------------------
+    def _work(self, lane: Lane) -> None:
+        while True:
+            job = self._queue.get()
+            if job is _STOP:
+                return
+            if job.future.done():
+                continue
+            if job.cancel_event.is_set() or (job.deadline is not None and time.monotonic() > job.deadline):
+                job.future.set_result(EvalResult(Status.INFRA_ERROR, error="cancelled before it started"))
+                continue
+            with self._lock:
+                self._running.add(job)
+            result = EvalResult(Status.INFRA_ERROR, error="sandbox error: the evaluation did not finish")
+            try:
+                result = evaluate(job.reference_source, job.candidate_source, job.options, lane, job.cancel_event)
+            except BaseException:  # noqa: BLE001 - a worker thread must survive anything
+                log.exception("evaluation crashed")
+            finally:
+                with self._lock:
+                    self._running.discard(job)
+                    self.done += 1
+                job.future.set_result(result)
+
+    # -- introspection -------------------------------------------------------------------------
+    @property
+    def queue_depth(self) -> int:
+        return self._queue.qsize()
+
+    @property
+    def in_flight(self) -> int:
+        with self._lock:
+            return len(self._running)
+
+    @property
+    def workers(self) -> int:
+        return len(self._threads)
+
+    # -- shutdown ------------------------------------------------------------------------------
+    def shutdown(self, grace_s: float = 30.0) -> None:
+        """Stop accepting, cancel what is queued, let running jobs finish for `grace_s`, then cancel them."""
+        self._accepting = False
+        while True:
+            try:
+                job = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if job is not _STOP and not job.future.done():
+                job.future.set_result(EvalResult(Status.INFRA_ERROR, error="the server is shutting down"))
+        deadline = time.monotonic() + grace_s
+        while self.in_flight and time.monotonic() < deadline:
+            time.sleep(0.05)
+        with self._lock:
+            for job in self._running:
+                job.cancel()
+        for _ in self._threads:
+            self._queue.put(_STOP)
+        for thread in self._threads:
+            thread.join(timeout=15)
+        for lane in self.lanes:
+            lane.close()
+        if self._owned_root:
+            shutil.rmtree(self.work_root, ignore_errors=True)
+
+
+def default_workers(backend: str) -> int:
+    """Interpreter evaluations are CPU-bound: one per two cores. A GPU overlaps a few correctness runs."""
+    if backend == "interpreter":
+        return max(1, (os.cpu_count() or 2) // 2)
+    return 4
+

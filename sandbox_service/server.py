@@ -1,0 +1,228 @@
+"""The gRPC server: Sandbox service + standard health service, over the Scheduler.
+
+- Evaluate: RESOURCE_EXHAUSTED when the queue is full; the call's deadline and cancellation reach the
+  running evaluation (its children are killed).
+- EvaluateStream: requests are read only while the queue has room, so the stream is flow-controlled;
+  results come back in completion order.
+- Shutdown (SIGTERM/SIGINT): health goes NOT_SERVING, new calls are refused, queued jobs are answered
+  with infra_error, running ones get `grace_s` to finish and are then cancelled.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import queue
+import signal
+import sys
+import threading
+import time
+from concurrent import futures
+from pathlib import Path
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+
+from sandbox_service import __version__
+from sandbox_service.convert import options_from_pb, result_to_pb
+from sandbox_service.devices import BackendInfo, resolve_backend
+from sandbox_service.options import EvalOptions
+from sandbox_service.results import EvalResult, Status
+from sandbox_service.scheduler import Job, QueueFull, Scheduler, SchedulerConfig, ShuttingDown, default_workers
+from tritonrl.sandbox.v1 import sandbox_pb2 as pb
+from tritonrl.sandbox.v1 import sandbox_pb2_grpc as pb_grpc
+
+log = logging.getLogger(__name__)
+
+SERVICE_NAME = pb.DESCRIPTOR.services_by_name["Sandbox"].full_name
+MAX_MESSAGE_BYTES = 16 * 1024 * 1024
+
+
+@dataclasses.dataclass(frozen=True)
+class ServerConfig:
+    host: str = "127.0.0.1"
+    port: int = 50051
+    backend: str = "auto"
+    gpus: tuple[int, ...] = ()
+    workers: int | None = None  # per lane
+    queue_capacity: int = 64
+    warm: int | None = None
+    grace_s: float = 30.0
+    default_options: EvalOptions = dataclasses.field(default_factory=EvalOptions)
+
+
+class SandboxServicer(pb_grpc.SandboxServicer):
+    def __init__(self, scheduler: Scheduler, info: BackendInfo, defaults: EvalOptions):
+        self.scheduler = scheduler
+        self.info = info
+        self.defaults = defaults
+
+    def _parse(self, request: pb.EvaluateRequest) -> Job:
+        """A job for a request; ValueError says what is wrong with it."""
+        if not request.reference_source.strip() or not request.candidate_source.strip():
+            raise ValueError("reference_source and candidate_source are required")
+        options = options_from_pb(request.options, self.defaults)
+        return Job(request.reference_source, request.candidate_source, options)
+
+    def Evaluate(self, request, context):
+        try:
+            job = self._parse(request)
+        except ValueError as exc:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        remaining = context.time_remaining()
+        if remaining is not None:
+            job.deadline = time.monotonic() + remaining
+        try:
+            self.scheduler.submit(job)
+        except QueueFull as exc:
+            context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, str(exc))
+        except ShuttingDown:
+            context.abort(grpc.StatusCode.UNAVAILABLE, "the server is shutting down")
+        context.add_callback(job.cancel)  # runs when the RPC ends for any reason, a cancelled caller included
+        result = job.result()
+        return pb.EvaluateResponse(request_id=request.request_id, result=result_to_pb(result))
+
+    def EvaluateStream(self, request_iterator, context):
+        """Every request read gets exactly one response, in completion order."""
+        results: queue.Queue = queue.Queue()
+        jobs: list[Job] = []
+        context.add_callback(lambda: [job.cancel() for job in list(jobs)])
+
+        def feed() -> None:
+            total = 0
+            try:
+                for request in request_iterator:
+                    total += 1
+                    try:
+                        job = self._parse(request)
+                    except ValueError as exc:
+                        results.put((request.request_id, EvalResult(Status.INFRA_ERROR, error=f"invalid request: {exc}")))
+                        continue
+                    jobs.append(job)
+                    try:
+                        self.scheduler.submit(job, block=True, should_stop=lambda: not context.is_active())
+                    except ShuttingDown:
+                        results.put((request.request_id, EvalResult(Status.INFRA_ERROR, error="the server is shutting down")))
+                        break
+                    job.future.add_done_callback(lambda f, rid=request.request_id: results.put((rid, f.result())))
+            except Exception:  # noqa: BLE001 - the client's stream broke; answer what was read
+                log.debug("request stream ended early", exc_info=True)
+            finally:
+                results.put(_FedAll(total))
+
+        threading.Thread(target=feed, name="stream-feeder", daemon=True).start()
+        answered, total = 0, None
+        while total is None or answered < total:
+            item = results.get()
+            if isinstance(item, _FedAll):
+                total = item.count
+                continue
+            request_id, result = item
+            answered += 1
+            yield pb.EvaluateResponse(request_id=request_id, result=result_to_pb(result))
+
+    def GetServerInfo(self, request, context):
+        return pb.ServerInfo(
+            server_version=__version__,
+            backend=self.info.backend,
+            devices=list(self.info.device_names),
+            python_version=self.info.python_version,
+            torch_version=self.info.torch_version,
+            triton_version=self.info.triton_version,
+            workers=self.scheduler.workers,
+            queue_depth=self.scheduler.queue_depth,
+            queue_capacity=self.scheduler.config.queue_capacity,
+            in_flight=self.scheduler.in_flight,
+            evaluations_done=self.scheduler.done,
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class _FedAll:
+    """The feeder read `count` requests and will put nothing more."""
+
+    count: int
+
+
+class SandboxServer:
+    """A running server; `stop()` shuts it down gracefully."""
+
+    def __init__(self, config: ServerConfig):
+        self.info = resolve_backend(config.backend, list(config.gpus) or None)
+        workers = config.workers or default_workers(self.info.backend)
+        self.scheduler = Scheduler(
+            SchedulerConfig(
+                backend=self.info.backend,
+                gpus=self.info.gpus,
+                workers_per_lane=workers,
+                queue_capacity=config.queue_capacity,
+                warm_per_lane=config.warm,
+            )
+        )
+        self.config = config
+        self._grpc = grpc.server(
+            futures.ThreadPoolExecutor(max_workers=config.queue_capacity + self.scheduler.workers + 16),
+            options=[
+                ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+                ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+            ],
+        )
+        pb_grpc.add_SandboxServicer_to_server(
+            SandboxServicer(self.scheduler, self.info, config.default_options), self._grpc
+        )
+        self.health = health.HealthServicer()
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, self._grpc)
+        self.port = self._grpc.add_insecure_port(f"{config.host}:{config.port}")
+        if self.port == 0:
+            raise RuntimeError(f"could not bind {config.host}:{config.port}")
+        self._stopped = threading.Event()
+
+    @property
+    def address(self) -> str:
+        host = "127.0.0.1" if self.config.host in ("0.0.0.0", "::", "[::]") else self.config.host
+        return f"{host}:{self.port}"
+
+    def start(self) -> SandboxServer:
+        self._grpc.start()
+        for name in ("", SERVICE_NAME):
+            self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
+        log.info("sandbox serving on %s (backend %s, devices %s, %d workers)", self.address, self.info.backend,
+                 ", ".join(self.info.device_names), self.scheduler.workers)
+        return self
+
+    def stop(self, grace_s: float | None = None) -> None:
+        if self._stopped.is_set():
+            return
+        self._stopped.set()
+        grace = self.config.grace_s if grace_s is None else grace_s
+        self.health.enter_graceful_shutdown()
+        self.scheduler.shutdown(grace)
+        self._grpc.stop(grace=2.0).wait()
+        log.info("sandbox stopped after %d evaluations", self.scheduler.done)
+
+    def wait(self) -> None:
+        self._stopped.wait()
+
+
+def serve_forever(config: ServerConfig, ready_file: Path | None = None, exit_on_stdin_eof: bool = False) -> int:
+    server = SandboxServer(config).start()
+    if ready_file is not None:
+        tmp = ready_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"address": server.address, "port": server.port, "backend": server.info.backend}))
+        tmp.replace(ready_file)
+    print(f"sandbox listening on {server.address} (backend {server.info.backend})", flush=True)
+
+    def handle(signum, frame):
+        threading.Thread(target=server.stop, daemon=True).start()
+
+    signal.signal(signal.SIGTERM, handle)
+    signal.signal(signal.SIGINT, handle)
+    if exit_on_stdin_eof:
+        def watch_stdin() -> None:
+            sys.stdin.buffer.read()  # returns at EOF: the parent that started us is gone
+            server.stop()
+
+        threading.Thread(target=watch_stdin, daemon=True).start()
+    server.wait()
+    return 0

@@ -1,0 +1,249 @@
+"""Layer 3, runtime: watch what `ModelNew.forward` really does, inside the candidate's child process.
+
+- Triton launches are counted by wrapping the launchers (`JITFunction.run`, and `InterpretedFunction.run`
+  under TRITON_INTERPRET=1) before the candidate is imported; each launch records its CUDA stream.
+- Torch operators executed during forward are recorded at the dispatcher (a TorchDispatchMode), except
+  inside a Triton launch: under the interpreter a launch itself stages memory with torch operators.
+- Functions the evaluator relies on (comparison, timing, seeding, the launchers themselves) are
+  snapshotted before the candidate is imported; any replacement is monkeypatching.
+- After each forward: inputs must be unchanged, outputs must be plain tensors that do not alias the
+  inputs, and a kernel launched on another stream must have finished with the current stream.
+
+This is defence in depth: the verdict on outputs is computed in another process (the judge), and the
+static layer forbids the introspection needed to tamper with this monitor.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections import Counter
+from collections.abc import Iterator
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from sandbox_service.options import Policy
+from sandbox_service.results import Violation
+
+LAYER = "runtime"
+
+# Aten operators that only allocate, view, move or re-lay out memory: glue, allowed in forward.
+GLUE_OPS = frozenset(
+    """
+    empty empty_like empty_strided new_empty new_empty_strided zeros zeros_like new_zeros zero_ fill_ full
+    full_like new_full ones ones_like new_ones arange lift_fresh lift_fresh_copy
+    view view_as _unsafe_view reshape _reshape_alias as_strided t transpose permute expand expand_as unsqueeze
+    squeeze flatten unflatten select slice narrow split split_with_sizes chunk unbind alias detach contiguous
+    clone copy_ _to_copy to _copy_from _copy_from_and_resize set_ resize_ unfold movedim diagonal
+    is_same_size size stride numel dim is_contiguous _has_compatible_shallow_copy_type
+    record_stream _local_scalar_dense item equal
+    """.split()
+)
+# Under the relaxed policy torch may do glue compute, but never the heavy lifting the kernel is for.
+HEAVY_OPS = frozenset(
+    """
+    mm bmm addmm addbmm baddbmm matmul linear _linear mv addmv dot vdot einsum tensordot
+    convolution _convolution conv1d conv2d conv3d conv_transpose1d conv_transpose2d conv_transpose3d
+    cudnn_convolution cudnn_convolution_transpose mkldnn_convolution _convolution_mode
+    _scaled_dot_product_attention _scaled_dot_product_flash_attention _scaled_dot_product_efficient_attention
+    _scaled_dot_product_attention_math _scaled_dot_product_cudnn_attention scaled_dot_product_attention
+    _native_multi_head_attention embedding_bag _embedding_bag cumsum cumprod softmax _softmax log_softmax _log_softmax
+    native_layer_norm native_group_norm native_batch_norm _native_batch_norm_legit _native_batch_norm_legit_no_training
+    cudnn_batch_norm max_pool2d_with_indices avg_pool2d avg_pool3d max_pool3d_with_indices adaptive_avg_pool2d
+    _adaptive_avg_pool2d
+    """.split()
+)
+
+
+def _op_name(func) -> str:
+    name = getattr(getattr(func, "overloadpacket", None), "__name__", None) or str(func)
+    return name.removeprefix("aten::")
+
+
+class _Recorder(TorchDispatchMode):
+    def __init__(self, monitor: RuntimeMonitor):
+        super().__init__()
+        self.monitor = monitor
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if self.monitor._launch_depth == 0:
+            self.monitor.ops[_op_name(func)] += 1
+        return func(*args, **(kwargs or {}))
+
+
+def _launchers() -> list[type]:
+    classes = []
+    from triton.runtime import jit
+
+    classes.append(jit.JITFunction)
+    try:
+        from triton.runtime import interpreter
+
+        classes.append(interpreter.InterpretedFunction)
+    except ImportError:
+        pass
+    return classes
+
+
+def _watched_functions() -> dict[str, object]:
+    """The objects whose identity must not change once candidate code has run."""
+    import safetensors.torch
+
+    from sandbox_service import timing
+    from sandbox_service.worker import harness, protocol
+
+    watched = {
+        "torch.allclose": torch.allclose,
+        "torch.equal": torch.equal,
+        "torch.isclose": torch.isclose,
+        "torch.manual_seed": torch.manual_seed,
+        "torch.rand": torch.rand,
+        "torch.randn": torch.randn,
+        "torch.randint": torch.randint,
+        "torch.cuda.synchronize": torch.cuda.synchronize,
+        "torch.cuda.Event": torch.cuda.Event,
+        "torch.cuda.Event.record": torch.cuda.Event.record,
+        "torch.cuda.Event.elapsed_time": torch.cuda.Event.elapsed_time,
+        "torch.nn.Module.__call__": torch.nn.Module.__call__,
+        "torch.nn.Module._call_impl": torch.nn.Module._call_impl,
+        "torch.nn.Module.to": torch.nn.Module.to,
+        "torch.Tensor.clone": torch.Tensor.clone,
+        "torch.Tensor.to": torch.Tensor.to,
+        "torch.Tensor.cpu": torch.Tensor.cpu,
+        "torch.Tensor.detach": torch.Tensor.detach,
+        "torch.Tensor.contiguous": torch.Tensor.contiguous,
+        "torch.Tensor.__eq__": torch.Tensor.__eq__,
+        "torch.Tensor.data_ptr": torch.Tensor.data_ptr,
+        "time.perf_counter": time.perf_counter,
+        "safetensors.torch.save_file": safetensors.torch.save_file,
+        "timing.time_cuda": timing.time_cuda,
+        "protocol.send": protocol.send,
+    }
+    for name in ("clone", "flatten_outputs", "save_outputs", "synchronize", "seed_everything", "to_device"):
+        watched[f"harness.{name}"] = getattr(harness, name)
+    for cls in _launchers():
+        watched[f"{cls.__module__}.{cls.__name__}.run"] = cls.run
+    return watched
+
+
+def _same_values(a: torch.Tensor, b: torch.Tensor) -> bool:
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if a.is_floating_point() or a.is_complex():
+        nan_a, nan_b = torch.isnan(a), torch.isnan(b)
+        return bool(torch.equal(nan_a, nan_b)) and bool(torch.equal(a.masked_fill(nan_a, 0), b.masked_fill(nan_b, 0)))
+    return bool(torch.equal(a, b))
+
+
+class RuntimeMonitor:
+    """Install once, before the candidate is imported; then wrap each forward in `forward_scope()`."""
+
+    def __init__(self, device: torch.device):
+        self.device = device
+        self.launches = 0
+        self.side_stream_launches = 0
+        self.launches_per_forward: list[int] = []
+        self.ops: Counter[str] = Counter()
+        self.findings: list[Violation] = []
+        self._launch_depth = 0
+        self._forward_stream: int | None = None
+        self._side_streams: dict[int, object] = {}
+        self._watched: dict[str, object] = {}
+
+    # -- installation --------------------------------------------------------------------------
+    def install(self) -> None:
+        import torch._dynamo  # noqa: F401 - its import rebinds torch.manual_seed; load it before the snapshot
+
+        for cls in _launchers():
+            cls.run = self._wrap_launcher(cls.run)
+        self._watched = _watched_functions()
+
+    def _wrap_launcher(self, original):
+        monitor = self
+
+        def run(launcher, *args, **kwargs):
+            if kwargs.get("warmup"):
+                return original(launcher, *args, **kwargs)
+            monitor.launches += 1
+            if monitor.device.type == "cuda" and monitor._forward_stream is not None:
+                stream = torch.cuda.current_stream()
+                if stream.cuda_stream != monitor._forward_stream:
+                    monitor.side_stream_launches += 1
+                    monitor._side_streams[stream.cuda_stream] = stream
+            monitor._launch_depth += 1
+            try:
+                return original(launcher, *args, **kwargs)
+            finally:
+                monitor._launch_depth -= 1
+
+        run.__wrapped__ = original
+        return run
+
+    # -- observation ---------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def forward_scope(self, record_ops: bool = True) -> Iterator[None]:
+        """Count launches (and record torch ops) for one forward call."""
+        before = self.launches
+        if self.device.type == "cuda":
+            self._forward_stream = torch.cuda.current_stream().cuda_stream
+        try:
+            if record_ops:
+                with _Recorder(self):
+                    yield
+            else:
+                yield
+        finally:
+            self.launches_per_forward.append(self.launches - before)
+            self._check_side_streams_joined()
+            self._forward_stream = None
+
+    def _check_side_streams_joined(self) -> None:
+        if not self._side_streams:
+            return
+        torch.cuda.current_stream().synchronize()
+        for stream in self._side_streams.values():
+            if not stream.query():
+                self._add("unjoined-side-stream", "a kernel on another stream was still running after forward returned")
+        self._side_streams.clear()
+
+    def check_after_forward(self, pristine_inputs: list, used_inputs: list, outputs: list[torch.Tensor]) -> None:
+        for index, (before, after) in enumerate(zip(pristine_inputs, used_inputs)):
+            if isinstance(before, torch.Tensor) and not _same_values(before, after):
+                self._add("input-mutated", f"forward modified input {index} in place")
+        input_storages = {
+            t.untyped_storage().data_ptr() for t in used_inputs if isinstance(t, torch.Tensor) and t.numel() > 0
+        }
+        for index, out in enumerate(outputs):
+            if type(out) not in (torch.Tensor, torch.nn.Parameter):
+                self._add("output-tensor-subclass", f"output {index} is a {type(out).__name__}, not a plain tensor")
+            elif out.numel() > 0 and out.untyped_storage().data_ptr() in input_storages:
+                self._add("output-aliases-input", f"output {index} shares memory with an input")
+
+    def check_untampered(self) -> None:
+        current = _watched_functions()
+        for name, original in self._watched.items():
+            if current.get(name) is not original:
+                self._add("monkeypatch", f"{name} was replaced after the candidate was imported")
+
+    def _add(self, rule: str, message: str) -> None:
+        violation = Violation(LAYER, rule, message)
+        if violation not in self.findings:
+            self.findings.append(violation)
+
+    # -- verdict inputs ------------------------------------------------------------------------
+    def violations(self, policy: Policy) -> list[Violation]:
+        found = list(self.findings)
+        if self.launches_per_forward and min(self.launches_per_forward) == 0:
+            found.append(Violation(LAYER, "no-kernel-launch", "a forward call launched no Triton kernel"))
+        forbidden = HEAVY_OPS if policy == Policy.RELAXED else None
+        bad = sorted(
+            name
+            for name in self.ops
+            if (name in forbidden if forbidden is not None else name not in GLUE_OPS)
+        )
+        if bad:
+            found.append(
+                Violation(LAYER, "torch-compute-in-forward", "torch operators ran outside Triton kernels: " + ", ".join(bad))
+            )
+        return found

@@ -1,0 +1,145 @@
+"""Helpers shared by the child processes: loading modules, seeding, inputs, outputs, fingerprints.
+
+Runs only inside children (imports torch). Reference and candidate are built after the same seed, and
+every trial's inputs come from the reference's `get_inputs()` under that trial's seed, so the judge
+and the candidate child produce identical inputs independently (checked by fingerprint).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import random
+import sys
+import traceback
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from sandbox_service.results import truncate
+
+
+def device_for(backend: str) -> torch.device:
+    return torch.device("cuda:0" if backend == "cuda" else "cpu")
+
+
+def device_name(backend: str) -> str:
+    if backend == "cuda":
+        return torch.cuda.get_device_name(0)
+    return "cpu (triton interpreter)"
+
+
+def synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def load_module(path: str | Path, name: str):
+    """Import a source file as a module (Triton needs @triton.jit functions to live in a real file)."""
+    spec = importlib.util.spec_from_file_location(name, str(path))
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    torch.manual_seed(seed)
+    try:
+        import numpy as np
+
+        np.random.seed(seed % (2**32))
+    except ImportError:
+        pass
+
+
+def trial_seeds(seed: int, trials: int) -> list[int]:
+    """Distinct, reproducible per-trial seeds derived from the evaluation seed."""
+    rng = random.Random(seed)
+    return [rng.randrange(1, 2**31 - 1) for _ in range(trials)]
+
+
+def to_device(value: Any, device: torch.device) -> Any:
+    if isinstance(value, torch.Tensor):
+        return value.to(device)
+    if isinstance(value, (list, tuple)):
+        return type(value)(to_device(v, device) for v in value)
+    return value
+
+
+def clone(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return value.clone()
+    if isinstance(value, (list, tuple)):
+        return type(value)(clone(v) for v in value)
+    return value
+
+
+def build_inputs(reference, seed: int, trials: int, device: torch.device) -> tuple[list, list[list]]:
+    """Init inputs (under `seed`) and one fresh set of forward inputs per trial (under its own seed)."""
+    seed_everything(seed)
+    init_inputs = to_device(list(reference.get_init_inputs()), device)
+    trial_inputs = []
+    for trial_seed in trial_seeds(seed, trials):
+        seed_everything(trial_seed)
+        trial_inputs.append(to_device(list(reference.get_inputs()), device))
+    return init_inputs, trial_inputs
+
+
+def build_model(module, class_name: str, init_inputs: list, seed: int, device: torch.device) -> torch.nn.Module:
+    seed_everything(seed)
+    model = getattr(module, class_name)(*init_inputs)
+    return model.to(device)
+
+
+def flatten_outputs(value: Any) -> list[torch.Tensor]:
+    """Forward outputs as a flat list of tensors (numbers become 0-d tensors); anything else is an error."""
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [t for v in value for t in flatten_outputs(v)]
+    if isinstance(value, (bool, int, float)):
+        return [torch.tensor(value)]
+    raise TypeError(f"forward returned a {type(value).__name__}; expected tensors")
+
+
+def fingerprint(trial_inputs: list[list]) -> str:
+    """A hash of every input's dtype, shape and a strided sample of its values."""
+    digest = hashlib.blake2b(digest_size=16)
+    for inputs in trial_inputs:
+        for value in inputs:
+            if isinstance(value, torch.Tensor):
+                digest.update(f"{value.dtype}{tuple(value.shape)}".encode())
+                flat = value.detach().reshape(-1)
+                step = max(1, flat.numel() // 65536)
+                sample = flat[::step]
+                sample = sample.to(torch.float64) if not sample.is_complex() else torch.view_as_real(sample)
+                digest.update(sample.cpu().numpy().tobytes())
+            else:
+                digest.update(repr(value).encode())
+    return digest.hexdigest()
+
+
+def outputs_path(outputs_dir: str | Path, trial: int) -> Path:
+    return Path(outputs_dir) / f"trial_{trial}.safetensors"
+
+
+def save_outputs(tensors: list[torch.Tensor], path: Path) -> None:
+    from safetensors.torch import save_file
+
+    save_file({str(i): t.detach().to("cpu").contiguous().clone() for i, t in enumerate(tensors)}, str(path))
+
+
+def load_outputs(path: Path, device: torch.device) -> list[torch.Tensor]:
+    from safetensors.torch import load_file
+
+    loaded = load_file(str(path), device="cpu")
+    return [loaded[str(i)].to(device) for i in range(len(loaded))]
+
+
+def format_exception(exc: BaseException) -> str:
+    return truncate("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))

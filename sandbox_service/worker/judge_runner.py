@@ -1,0 +1,66 @@
+"""The judge child: runs only the trusted reference, then compares the candidate's saved outputs.
+
+The candidate's code never runs in this process, so nothing it does can change the comparison.
+Messages sent: reference_ready (or reference_error), then, on the server's "compare" message, verdict.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+from sandbox_service import correctness
+from sandbox_service.options import DEFAULT_TOLERANCE
+from sandbox_service.worker import harness
+from sandbox_service.worker.protocol import Receiver
+
+Emit = Callable[..., None]
+
+
+def run(job: dict, emit: Emit, control: Receiver) -> None:
+    device = harness.device_for(job["backend"])
+    try:
+        reference = harness.load_module(job["reference_path"], "tritonrl_reference")
+        init_inputs, trial_inputs = harness.build_inputs(reference, job["seed"], job["trials"], device)
+        model = harness.build_model(reference, "Model", init_inputs, job["seed"], device)
+        expected = []
+        with torch.no_grad():
+            for inputs in trial_inputs:
+                expected.append([t.detach() for t in harness.flatten_outputs(model(*inputs))])
+        harness.synchronize(device)
+    except BaseException as exc:  # noqa: BLE001 - a broken reference is an infrastructure problem
+        emit("reference_error", error=harness.format_exception(exc))
+        return
+    for outputs in expected:
+        if any((t.is_floating_point() or t.is_complex()) and not bool(torch.isfinite(t).all()) for t in outputs):
+            emit("reference_error", error="the reference produced NaN or Inf outputs")
+            return
+
+    tolerance_table = {k: tuple(v) for k, v in job["tolerances"].items()}
+
+    def tolerances(dtype: str) -> tuple[float, float]:
+        return tolerance_table.get(dtype, DEFAULT_TOLERANCE)
+
+    degenerate = correctness.degenerate_outputs(expected, tolerances)
+    emit(
+        "reference_ready",
+        fingerprint=harness.fingerprint(trial_inputs),
+        degenerate=any(degenerate),
+        device=harness.device_name(job["backend"]),
+    )
+    del trial_inputs, model
+
+    order = control.receive()
+    if order["type"] != "compare":
+        return
+    trials = []
+    for trial, want in enumerate(expected):
+        try:
+            got = harness.load_outputs(harness.outputs_path(order["outputs_dir"], trial), device)
+        except Exception as exc:  # noqa: BLE001 - unreadable outputs are the candidate's failure
+            trials.append({"passed": False, "max_abs_error": None, "message": f"outputs unreadable: {exc}"})
+            continue
+        result = correctness.compare_trial(want, got, tolerances, degenerate, job["degenerate_rel_l2"])
+        trials.append(result.__dict__)
+    emit("verdict", trials=trials)

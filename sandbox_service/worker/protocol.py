@@ -1,0 +1,77 @@
+"""Framed JSON messages over inherited pipe file descriptors, between the server and its children.
+
+Why not stdout: a candidate can print anything, so the verdict channel is a dedicated descriptor and
+every message carries a per-evaluation nonce that the child received before any untrusted code ran.
+Messages are JSON (never pickle: the parent must not deserialise code from the child), each framed
+by a 4-byte big-endian length and bounded in size.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import struct
+import time
+from typing import Any
+
+MAX_MESSAGE_BYTES = 8 * 1024 * 1024
+_HEADER = struct.Struct(">I")
+
+
+class ChannelClosed(EOFError):
+    """The other side closed its end (exited, crashed or was killed)."""
+
+
+class ProtocolError(ValueError):
+    """A frame that is not a well-formed message: too large, not JSON, or not an object."""
+
+
+def send(fd: int, message: dict[str, Any]) -> None:
+    data = json.dumps(message, separators=(",", ":")).encode()
+    if len(data) > MAX_MESSAGE_BYTES:
+        raise ProtocolError(f"message of {len(data)} bytes exceeds {MAX_MESSAGE_BYTES}")
+    payload = _HEADER.pack(len(data)) + data
+    view = memoryview(payload)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+class Receiver:
+    """Reads whole messages from a descriptor, with an optional deadline per read."""
+
+    def __init__(self, fd: int):
+        self.fd = fd
+        self._buffer = bytearray()
+
+    def _fill(self, size: int, deadline: float | None) -> None:
+        while len(self._buffer) < size:
+            if deadline is not None:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise TimeoutError("no message before the deadline")
+                ready, _, _ = select.select([self.fd], [], [], remaining)
+                if not ready:
+                    raise TimeoutError("no message before the deadline")
+            chunk = os.read(self.fd, max(65536, size - len(self._buffer)))
+            if not chunk:
+                raise ChannelClosed("channel closed")
+            self._buffer.extend(chunk)
+
+    def receive(self, timeout: float | None = None) -> dict[str, Any]:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        self._fill(_HEADER.size, deadline)
+        (size,) = _HEADER.unpack(self._buffer[: _HEADER.size])
+        if size > MAX_MESSAGE_BYTES:
+            raise ProtocolError(f"frame of {size} bytes exceeds {MAX_MESSAGE_BYTES}")
+        self._fill(_HEADER.size + size, deadline)
+        data = bytes(self._buffer[_HEADER.size : _HEADER.size + size])
+        del self._buffer[: _HEADER.size + size]
+        try:
+            message = json.loads(data)
+        except ValueError as exc:
+            raise ProtocolError(f"frame is not JSON: {exc}") from None
+        if not isinstance(message, dict) or not isinstance(message.get("type"), str):
+            raise ProtocolError("frame is not a message object with a 'type'")
+        return message

@@ -1,0 +1,27 @@
+"""Sandbox test fixtures: a warm CPU lane and a running server on a free port."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from sandbox_service.evaluation import Lane
+
+
+@pytest.fixture(scope="session")
+def cpu_lane():
+    with tempfile.TemporaryDirectory(prefix="tritonrl-test-lane-") as root:
+        lane = Lane.create("interpreter", None, warm=1, work_root=Path(root), triton_cache=None)
+        yield lane
+        lane.close()
+
+
+@pytest.fixture(scope="session")
+def server():
+    from sandbox_service.server import SandboxServer, ServerConfig
+
+    server = SandboxServer(ServerConfig(port=0, backend="interpreter", workers=2, queue_capacity=8, warm=1, grace_s=5)).start()
+    yield server
+    server.stop(grace_s=2)

@@ -1,0 +1,1 @@
+"""Generated gRPC stubs of protos/ (do not edit; regenerate with python -m sandbox_service.proto_gen)."""
