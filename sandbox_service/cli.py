@@ -10,7 +10,6 @@ import argparse
 import json
 import logging
 import sys
-import tempfile
 from pathlib import Path
 
 from sandbox_service.options import EvalOptions
@@ -29,20 +28,6 @@ def _options(args: argparse.Namespace) -> EvalOptions:
         policy=args.policy,
         candidate_format=args.format,
     )
-
-
-def _evaluate_locally(reference: str, candidate: str, options: EvalOptions, backend: str) -> EvalResult:
-    from sandbox_service.devices import resolve_backend
-    from sandbox_service.evaluation import Lane, evaluate
-
-    info = resolve_backend(backend)
-    with tempfile.TemporaryDirectory(prefix="tritonrl-check-") as root:
-        gpu = info.gpus[0] if info.gpus else None
-        lane = Lane.create(info.backend, gpu, warm=0, work_root=Path(root), triton_cache=None)
-        try:
-            return evaluate(reference, candidate, options, lane)
-        finally:
-            lane.close()
 
 
 def _summary(result: EvalResult) -> str:
@@ -80,7 +65,9 @@ def cmd_check(args: argparse.Namespace) -> int:
         with SandboxClient(args.target) as client:
             result = client.evaluate(reference, candidate, options, timeout_s=options.timeout_s + 120)
     else:
-        result = _evaluate_locally(reference, candidate, options, args.backend)
+        from sandbox_service.evaluation import evaluate_local
+
+        result = evaluate_local(reference, candidate, options, args.backend)
     print(result.to_json() if args.json else _summary(result))
     return EXIT_INFRA if result.status == Status.INFRA_ERROR else EXIT_OK
 

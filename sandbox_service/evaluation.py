@@ -153,6 +153,20 @@ def evaluate(
     return _finalized(run, options, lane)
 
 
+def evaluate_local(reference_source: str, candidate_source: str, options: EvalOptions, backend: str = "auto") -> EvalResult:
+    """One evaluation in this process's own lane (first GPU, or the interpreter): no server needed."""
+    from sandbox_service.devices import resolve_backend
+
+    info = resolve_backend(backend)
+    with tempfile.TemporaryDirectory(prefix="tritonrl-local-") as root:
+        gpu = info.gpus[0] if info.gpus else None
+        lane = Lane.create(info.backend, gpu, warm=0, work_root=Path(root), triton_cache=None)
+        try:
+            return evaluate(reference_source, candidate_source, options, lane)
+        finally:
+            lane.close()
+
+
 def run_isolated(
     reference_source: str, code: str, options: EvalOptions, lane: Lane, cancel: threading.Event | None = None
 ) -> EvalResult:
@@ -333,6 +347,7 @@ def _after_verdict(message, seen, session, options, lane: Lane, result: EvalResu
     result.max_abs_error = max(errors) if errors else None
     outputs = seen["outputs_ready"]
     runtime_violations = [Violation(**v) for v in outputs["violations"]]
+    runtime_violations += _ignored_inputs(outputs["output_fingerprints"], seen["reference_ready"]["output_fingerprints"])
     _layer(result, "runtime", Outcome.FAILED if runtime_violations else Outcome.PASSED, t,
            "; ".join(v.rule for v in runtime_violations))
     correct = result.trials_passed == result.trials
@@ -354,6 +369,16 @@ def _after_verdict(message, seen, session, options, lane: Lane, result: EvalResu
     session.extend_deadline(time.monotonic() - waited)
     session.children[CANDIDATE].send({"type": "time"})
     return "exclusive"
+
+
+def _ignored_inputs(candidate: list[str], expected: list[str]) -> list[Violation]:
+    """Identical outputs for two trials whose expected outputs differ: the answer did not follow the inputs."""
+    for i in range(len(candidate)):
+        for j in range(i + 1, len(candidate)):
+            if candidate[i] == candidate[j] and expected[i] != expected[j]:
+                return [Violation("runtime", "output-ignores-inputs",
+                                  f"trials {i} and {j} had different inputs and answers but got the same output")]
+    return []
 
 
 def _record_timing(message: dict, options: EvalOptions, result: EvalResult) -> None:

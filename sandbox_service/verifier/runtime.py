@@ -61,15 +61,29 @@ def _op_name(func) -> str:
     return name.removeprefix("aten::")
 
 
+_UNINITIALISED_ALLOCATIONS = frozenset({"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided"})
+
+
 class _Recorder(TorchDispatchMode):
+    """Counts operators outside launches, and fills fresh uninitialised float buffers with NaN.
+
+    The NaN fill means an output that no kernel ever wrote is seen as such (all NaN), instead of
+    passing on whatever the allocator's memory held before.
+    """
+
     def __init__(self, monitor: RuntimeMonitor):
         super().__init__()
         self.monitor = monitor
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        result = func(*args, **(kwargs or {}))
         if self.monitor._launch_depth == 0:
-            self.monitor.ops[_op_name(func)] += 1
-        return func(*args, **(kwargs or {}))
+            name = _op_name(func)
+            self.monitor.ops[name] += 1
+            if name in _UNINITIALISED_ALLOCATIONS and isinstance(result, torch.Tensor) and result.is_floating_point():
+                result.fill_(float("nan"))
+                self.monitor._poisoned.add(result.untyped_storage().data_ptr())
+        return result
 
 
 def _launchers() -> list[type]:
@@ -150,6 +164,7 @@ class RuntimeMonitor:
         self._forward_stream: int | None = None
         self._side_streams: dict[int, object] = {}
         self._watched: dict[str, object] = {}
+        self._poisoned: set[int] = set()
 
     # -- installation --------------------------------------------------------------------------
     def install(self) -> None:
@@ -219,6 +234,13 @@ class RuntimeMonitor:
                 self._add("output-tensor-subclass", f"output {index} is a {type(out).__name__}, not a plain tensor")
             elif out.numel() > 0 and out.untyped_storage().data_ptr() in input_storages:
                 self._add("output-aliases-input", f"output {index} shares memory with an input")
+            elif (
+                out.numel() > 0
+                and out.untyped_storage().data_ptr() in self._poisoned
+                and bool(torch.isnan(out).all())
+            ):
+                self._add("output-not-written", f"output {index} was allocated uninitialised and no kernel wrote it")
+        self._poisoned.clear()
 
     def check_untampered(self) -> None:
         current = _watched_functions()

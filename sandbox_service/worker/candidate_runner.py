@@ -49,8 +49,10 @@ def run(job: dict, emit: Emit, control: Receiver) -> None:
         return
     monitor.check_untampered()
 
+    output_fingerprints = []
     for trial, inputs in enumerate(trial_inputs):
         used = harness.clone(inputs)
+        harness.poison_free_memory(device, inputs)
         try:
             with torch.no_grad():
                 with monitor.forward_scope():
@@ -62,12 +64,14 @@ def run(job: dict, emit: Emit, control: Receiver) -> None:
             emit(kind, phase=f"trial {trial}", error=harness.format_exception(exc))
             return
         monitor.check_after_forward(inputs, used, tensors)
+        output_fingerprints.append(harness.fingerprint([tensors]))
         harness.save_outputs(tensors, harness.outputs_path(job["outputs_dir"], trial))
         del output, tensors, used
     monitor.check_untampered()
     emit(
         "outputs_ready",
         launches=monitor.launches,
+        output_fingerprints=output_fingerprints,
         launches_per_forward=monitor.launches_per_forward,
         side_stream_launches=monitor.side_stream_launches,
         ops=dict(monitor.ops),

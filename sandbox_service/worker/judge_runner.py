@@ -47,6 +47,7 @@ def run(job: dict, emit: Emit, control: Receiver) -> None:
         "reference_ready",
         fingerprint=harness.fingerprint(trial_inputs),
         degenerate=any(degenerate),
+        output_fingerprints=[harness.fingerprint([outputs]) for outputs in expected],
         device=harness.device_name(job["backend"]),
     )
     del trial_inputs, model
