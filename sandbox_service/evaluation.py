@@ -146,7 +146,7 @@ def evaluate(
     """All layers: format and static screens here, then the children (runtime, correctness, timing)."""
 
     def run(result: EvalResult) -> None:
-        code = _screen_source(candidate_source, options, result)
+        code = _screen_source(reference_source, candidate_source, options, result)
         if code is not None:
             _run_in_children(reference_source, code, options, lane, cancel, result)
 
@@ -196,7 +196,7 @@ def _finalized(run, options: EvalOptions, lane: Lane) -> EvalResult:
     return result
 
 
-def _screen_source(candidate_source: str, options: EvalOptions, result: EvalResult) -> str | None:
+def _screen_source(reference_source: str, candidate_source: str, options: EvalOptions, result: EvalResult) -> str | None:
     """Format and static layers, on text only. Returns the code to run, or None when rejected."""
     t = time.monotonic()
     fmt = check_format(candidate_source, options.candidate_format, options.max_source_bytes)
@@ -208,7 +208,7 @@ def _screen_source(candidate_source: str, options: EvalOptions, result: EvalResu
     _layer(result, "format", Outcome.PASSED, t)
 
     t = time.monotonic()
-    static = check_static(fmt.code, options.policy)
+    static = check_static(fmt.code, options.policy, reference_source)
     if static:
         result.violations += static
         _layer(result, "static", Outcome.FAILED, t, "; ".join(v.rule for v in static))

@@ -26,9 +26,25 @@ __all__ = ["RULES", "RuleInfo", "check_static"]
 log = logging.getLogger(__name__)
 
 
-def check_static(code: str, policy: Policy = Policy.STRICT) -> list[Violation]:
+def reference_uses_low_precision(reference_source: str | None) -> bool:
+    """Whether the problem itself works in 16-bit floats (then casting to them is no downgrade)."""
+    if not reference_source:
+        return False
+    try:
+        tree = ast.parse(reference_source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return False
+    for node in ast.walk(tree):
+        name = node.attr if isinstance(node, ast.Attribute) else node.value if isinstance(node, ast.Constant) else None
+        if isinstance(name, str) and name in ("float16", "half", "bfloat16"):
+            return True
+    return False
+
+
+def check_static(code: str, policy: Policy = Policy.STRICT, reference_source: str | None = None) -> list[Violation]:
     """Violations of the static rules enforced under `policy`, sorted by line; [] when the code does not parse
-    (the format layer reports that)."""
+    (the format layer reports that). With the reference's source, casts to a 16-bit float type that the
+    reference itself uses are allowed (global precision flags and autocast stay flagged)."""
     policy = Policy(policy)
     try:
         tree = ast.parse(code)
@@ -37,7 +53,7 @@ def check_static(code: str, policy: Policy = Policy.STRICT) -> list[Violation]:
     except (RecursionError, MemoryError):
         return [_unanalysable("the source is nested too deeply to parse")]
     try:
-        found = Program(tree).run()
+        found = Program(tree, allow_low_precision_casts=reference_uses_low_precision(reference_source)).run()
     except (RecursionError, AnalysisBudgetExceeded) as exc:
         return [_unanalysable(f"the analysis did not finish: {type(exc).__name__}")]
     except Exception as exc:  # noqa: BLE001 - a candidate must never crash the trusted parent

@@ -30,6 +30,9 @@ _SEQUENCE_BUILTINS = frozenset("list tuple set frozenset sorted reversed iter fi
 
 
 class CallRules(Interpreter):
+    # Set when the reference itself computes in 16-bit floats: casting to them is then no downgrade.
+    allow_low_precision_casts = False
+
     # --- the call expression ------------------------------------------------------------------------------
     def eval_call(self, node: ast.Call, frame: Frame) -> Value:
         func_node = node.func
@@ -120,7 +123,7 @@ class CallRules(Interpreter):
         """Rules that depend only on a method's name (the receiver may be of any type but a plain value)."""
         if base and all(_plain(atom) for atom in base):
             return
-        if frame.ctx is not Ctx.KERNEL and (
+        if frame.ctx is not Ctx.KERNEL and not self.allow_low_precision_casts and (
             name in catalog.LOW_PRECISION_METHODS or (name in ("to", "type") and self.low_precision(node, args, kwargs))
         ):
             self.flag("precision-downgrade", node, f"casts to a lower precision with .{name}(...)")

@@ -24,9 +24,10 @@ _SCALAR_ANNOTATIONS = frozenset({"int", "float", "bool", "str"})
 
 
 class Program(CallRules):
-    def __init__(self, tree: ast.Module) -> None:
+    def __init__(self, tree: ast.Module, allow_low_precision_casts: bool = False) -> None:
         super().__init__()
         self.tree = tree
+        self.allow_low_precision_casts = allow_low_precision_casts
 
     def run(self) -> list[Violation]:
         self.exec_block(self.tree.body, Frame(Ctx.MODULE, self.module_env))

@@ -637,3 +637,26 @@ def test_corpus_manifest_is_well_formed():
     listed = {e["file"] for e in MANIFEST}
     on_disk = {f"{p.parent.name}/{p.name}" for folder in ("hacks", "honest") for p in (CORPUS / folder).glob("*.py")}
     assert listed == on_disk
+
+
+def test_casts_to_the_references_own_low_precision_are_allowed():
+    cast = '''
+import torch, triton, triton.language as tl
+
+@triton.jit
+def k(x_ptr):
+    pass
+
+class ModelNew(torch.nn.Module):
+    def forward(self, x):
+        y = x.half()
+        k[(1,)](y)
+        return y
+'''
+    fp32_reference = "import torch\ndef get_inputs():\n    return [torch.randn(4)]\n"
+    fp16_reference = "import torch\ndef get_inputs():\n    return [torch.randn(4, dtype=torch.float16)]\n"
+    assert "precision-downgrade" in {v.rule for v in check_static(cast, Policy.STRICT, fp32_reference)}
+    assert "precision-downgrade" in {v.rule for v in check_static(cast)}
+    assert "precision-downgrade" not in {v.rule for v in check_static(cast, Policy.STRICT, fp16_reference)}
+    flags = cast.replace("y = x.half()", "torch.backends.cuda.matmul.allow_tf32 = True\n        y = x")
+    assert "precision-downgrade" in {v.rule for v in check_static(flags, Policy.STRICT, fp16_reference)}
