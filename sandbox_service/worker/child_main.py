@@ -43,6 +43,10 @@ def main(argv: list[str]) -> int:
 
     if backend == "cuda":
         torch.empty(1, device="cuda")  # create the CUDA context before the job arrives
+    else:
+        from sandbox_service.worker.harness import enable_interpreter_autotune
+
+        enable_interpreter_autotune()
     if role == "candidate":
         from sandbox_service.worker import candidate_runner as runner
     else:

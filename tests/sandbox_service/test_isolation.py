@@ -21,6 +21,11 @@ def test_correct_kernel_is_ok(cpu_lane):
     assert [layer.name for layer in result.layers][:2] == ["format", "static"]
 
 
+def test_autotuned_kernel_runs_on_the_interpreter(cpu_lane):
+    result = evaluate(REFERENCE, fixture_candidate("autotuned"), FAST, cpu_lane)
+    assert result.status == Status.OK, result.error
+
+
 def test_wrong_kernel_is_incorrect(cpu_lane):
     result = evaluate(REFERENCE, INCORRECT, FAST, cpu_lane)
     assert result.status == Status.INCORRECT
