@@ -1,4 +1,4 @@
-"""Sandbox verdicts -> the paper's two rewards, plus a mask of the evaluations that can be trusted.
+"""A rollout's sandbox verdicts -> reward arrays (per-verdict scoring lives in sandbox_service.reward).
 
     R_correct = valid x correct
     R_speedup = valid x correct x min(speedup, speedup_cap)        (speedup_cap = 2.0 by default)
@@ -20,38 +20,13 @@ NumPy only: rewards are computed on the host, once per rollout, before any JAX w
 from __future__ import annotations
 
 import dataclasses
-import math
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 import numpy as np
 
-from sandbox_service.results import EvalResult, Status
+from sandbox_service.reward import RewardConfig, SandboxResult, score_result
 
-SandboxResult = Mapping[str, Any] | EvalResult | None
-
-
-@dataclasses.dataclass(frozen=True)
-class RewardConfig:
-    """speedup_cap: R_speedup's ceiling (the paper's 2.0). timing_available: False where nothing is timed."""
-
-    speedup_cap: float = 2.0
-    timing_available: bool = True
-
-    def __post_init__(self) -> None:
-        if not (math.isfinite(self.speedup_cap) and self.speedup_cap > 0):
-            raise ValueError(f"speedup_cap must be a positive finite number, got {self.speedup_cap!r}")
-        if not isinstance(self.timing_available, bool):
-            raise ValueError(f"timing_available must be a bool, got {self.timing_available!r}")
-
-    def metadata(self) -> dict[str, Any]:
-        """What a run records about its rewards (states when speedups were not measured)."""
-        note = (
-            "speedup measured by the sandbox, capped at speedup_cap"
-            if self.timing_available
-            else "timing unavailable (e.g. CPU interpreter): every speedup counts as 1.0, so R_speedup = R_correct"
-        )
-        return {"speedup_cap": self.speedup_cap, "timing_available": self.timing_available, "speedup_note": note}
+__all__ = ["RewardBatch", "RewardConfig", "score_result", "score_results"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,50 +46,6 @@ class RewardBatch:
             raise ValueError(
                 f"shapes differ: correct {self.correct.shape}, speedup {self.speedup.shape}, usable {self.usable.shape}"
             )
-
-
-def _as_dict(result: SandboxResult, index: int) -> Mapping[str, Any] | None:
-    if result is None:
-        return None
-    if isinstance(result, EvalResult):
-        return result.to_dict()
-    if isinstance(result, Mapping):
-        return result
-    raise TypeError(f"result {index}: expected a dict, an EvalResult or None, got {type(result).__name__}")
-
-
-def score_result(result: SandboxResult, config: RewardConfig, index: int = 0) -> tuple[float, float, bool]:
-    """(R_correct, R_speedup, usable) of one verdict; `index` only labels error messages."""
-    data = _as_dict(result, index)
-    if data is None:
-        return 0.0, 0.0, False
-    if "status" not in data:
-        raise ValueError(f"result {index}: no 'status' field")
-    try:
-        status = Status(data["status"])
-    except ValueError:
-        raise ValueError(f"result {index}: unknown status {data['status']!r}") from None
-    if status is Status.INFRA_ERROR:
-        return 0.0, 0.0, False
-    valid, correct = data.get("valid"), data.get("correct")
-    if not (isinstance(valid, bool) and isinstance(correct, bool)):
-        raise ValueError(f"result {index}: 'valid' and 'correct' must be booleans, got {valid!r} and {correct!r}")
-    if status is not Status.OK:
-        return 0.0, 0.0, True
-    if not (valid and correct):
-        raise ValueError(f"result {index}: status 'ok' but valid={valid} correct={correct} (sandbox contract broken)")
-    if not config.timing_available:
-        return 1.0, min(1.0, config.speedup_cap), True
-    speedup = data.get("speedup")
-    if speedup is None:
-        raise ValueError(
-            f"result {index}: correct but not timed (speedup is null); pass RewardConfig(timing_available=False) "
-            "when the sandbox cannot time kernels (e.g. the CPU interpreter)"
-        )
-    speedup = float(speedup)
-    if not (math.isfinite(speedup) and speedup > 0):
-        raise ValueError(f"result {index}: speedup must be a positive finite number, got {speedup!r}")
-    return 1.0, min(speedup, config.speedup_cap), True
 
 
 def score_results(
