@@ -24,6 +24,7 @@ from pathlib import Path
 from sandbox_service.options import EvalOptions
 from sandbox_service.results import EvalResult, LayerResult, Outcome, Status, TimingStats, Violation, truncate
 from sandbox_service.verifier.format import check_format
+from sandbox_service.verifier.runtime import RUNTIME_RULES
 from sandbox_service.verifier.static_rules import check_static
 from sandbox_service.worker import protocol
 from sandbox_service.worker.pool import ChildStartError, TimingGate, WarmPool
@@ -35,6 +36,7 @@ JUDGE = "judge"
 CANDIDATE = "candidate"
 # The judge loads candidate outputs and compares them after the candidate finished; give it this long.
 COMPARE_TIMEOUT_S = 120.0
+CUDA_CHILD_THREADS = 4
 
 
 @dataclasses.dataclass
@@ -50,8 +52,13 @@ class Lane:
 
     @classmethod
     def create(cls, backend: str, gpu: int | None, warm: int, work_root: Path, triton_cache: Path | None) -> Lane:
+        # Interpreter children are CPU-bound and run side by side: one thread each. CUDA children only
+        # feed the GPU, but host-side work in get_inputs() or torch glue benefits from a few threads.
+        threads = 1 if backend == "interpreter" else CUDA_CHILD_THREADS
+
         def spec(role: str) -> ChildSpec:
-            return ChildSpec(role=role, backend=backend, gpu=gpu, work_root=work_root, triton_cache_dir=triton_cache)
+            return ChildSpec(role=role, backend=backend, gpu=gpu, work_root=work_root, triton_cache_dir=triton_cache,
+                             cpu_threads=threads)
 
         return cls(backend, gpu, WarmPool(spec(CANDIDATE), warm), WarmPool(spec(JUDGE), warm), TimingGate(), work_root)
 
@@ -240,7 +247,7 @@ def _job(role: str, job_dir: Path, options: EvalOptions, lane: Lane) -> dict:
         "tolerances": {k: list(v) for k, v in options.tolerances.items()},
         "degenerate_rel_l2": options.degenerate_rel_l2,
         "memory_limit_mb": options.memory_limit_mb,
-        "file_limit_mb": 4096,
+        "file_limit_mb": 65536,
         "cpu_limit_s": int(options.timeout_s * 2) + 30,
     }
     if role == CANDIDATE:
@@ -300,7 +307,7 @@ def _converse(session: _Session, job_dir: Path, options: EvalOptions, lane: Lane
         else:
             _candidate_failure(kind, message, seen, session, options, result, t)
         if "inputs_ready" in seen and "reference_ready" in seen and kind in ("inputs_ready", "reference_ready"):
-            if seen["inputs_ready"]["fingerprint"] != seen["reference_ready"]["fingerprint"]:
+            if seen["inputs_ready"]["fingerprint"] != seen["reference_ready"]["input_fingerprints"][0]:
                 raise _Finish(Status.INFRA_ERROR, "get_inputs() is not deterministic under a seed: judge and candidate inputs differ")
         if kind in ("outputs_ready", "reference_ready") and "outputs_ready" in seen and "reference_ready" in seen:
             result.compiled = True
@@ -347,7 +354,10 @@ def _after_verdict(message, seen, session, options, lane: Lane, result: EvalResu
     result.max_abs_error = max(errors) if errors else None
     outputs = seen["outputs_ready"]
     runtime_violations = [Violation(**v) for v in outputs["violations"]]
-    runtime_violations += _ignored_inputs(outputs["output_fingerprints"], seen["reference_ready"]["output_fingerprints"])
+    reference = seen["reference_ready"]
+    if outputs["input_fingerprints"] != reference["input_fingerprints"]:
+        runtime_violations.append(Violation("runtime", "inputs-tampered", RUNTIME_RULES["inputs-tampered"]))
+    runtime_violations += _ignored_inputs(outputs["output_fingerprints"], reference["output_fingerprints"])
     _layer(result, "runtime", Outcome.FAILED if runtime_violations else Outcome.PASSED, t,
            "; ".join(v.rule for v in runtime_violations))
     correct = result.trials_passed == result.trials

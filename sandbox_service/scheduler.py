@@ -75,7 +75,7 @@ class Scheduler:
     def __init__(self, config: SchedulerConfig):
         self.config = config
         self._owned_root = config.work_root is None
-        self.work_root = Path(config.work_root or tempfile.mkdtemp(prefix="tritonrl-sandbox-"))
+        self.work_root = Path(config.work_root or tempfile.mkdtemp(prefix="tritonrl-sandbox-", dir=_memory_backed_dir()))
         triton_cache = self.work_root / "triton-cache" if config.shared_triton_cache else None
         warm = config.workers_per_lane if config.warm_per_lane is None else config.warm_per_lane
         devices = config.gpus if config.backend == "cuda" else (None,)
@@ -179,6 +179,19 @@ class Scheduler:
             lane.close()
         if self._owned_root:
             shutil.rmtree(self.work_root, ignore_errors=True)
+
+
+SHM_MIN_FREE_BYTES = 8 << 30
+
+
+def _memory_backed_dir() -> str | None:
+    """/dev/shm when it has room: candidate outputs pass through files, and RAM is faster than disk."""
+    try:
+        stats = os.statvfs("/dev/shm")
+    except OSError:
+        return None
+    free = stats.f_bavail * stats.f_frsize
+    return "/dev/shm" if free >= SHM_MIN_FREE_BYTES and os.access("/dev/shm", os.W_OK) else None
 
 
 def default_workers(backend: str) -> int:

@@ -28,6 +28,22 @@ from sandbox_service.results import Violation
 
 LAYER = "runtime"
 
+# Every rule this layer (and the evaluation around it) can report; docs/verifier_rules.md explains each.
+RUNTIME_RULES = {
+    "torch-compute-in-forward": "torch operators ran outside Triton launches (strict: anything but glue; relaxed: heavy ops)",
+    "no-kernel-launch": "a forward call launched no Triton kernel",
+    "input-mutated": "forward changed an input in place",
+    "output-aliases-input": "an output shares memory with an input",
+    "output-tensor-subclass": "an output is a tensor subclass (work could hide in its methods)",
+    "output-not-written": "an output was allocated uninitialised (NaN-poisoned) and no kernel wrote it",
+    "output-ignores-inputs": "two trials with different inputs and expected answers got the same output",
+    "unjoined-side-stream": "a kernel on another stream was still running after forward returned",
+    "monkeypatch": "a function the evaluator relies on was replaced after the candidate was imported",
+    "work-skipped-when-timed": "fewer kernel launches per call while timed than while checked (a result cache)",
+    "inputs-tampered": "a trial's inputs, made after the candidate was imported, differ from the judge's",
+    "verdict-channel-tampering": "a message on the verdict channel without this evaluation's nonce, or garbage",
+}
+
 # Aten operators that only allocate, view, move or re-lay out memory: glue, allowed in forward.
 GLUE_OPS = frozenset(
     """
@@ -249,6 +265,8 @@ class RuntimeMonitor:
                 self._add("monkeypatch", f"{name} was replaced after the candidate was imported")
 
     def _add(self, rule: str, message: str) -> None:
+        if rule not in RUNTIME_RULES:
+            raise KeyError(f"unknown runtime rule {rule!r}")
         violation = Violation(LAYER, rule, message)
         if violation not in self.findings:
             self.findings.append(violation)
@@ -257,7 +275,7 @@ class RuntimeMonitor:
     def violations(self, policy: Policy) -> list[Violation]:
         found = list(self.findings)
         if self.launches_per_forward and min(self.launches_per_forward) == 0:
-            found.append(Violation(LAYER, "no-kernel-launch", "a forward call launched no Triton kernel"))
+            found.append(Violation(LAYER, "no-kernel-launch", RUNTIME_RULES["no-kernel-launch"]))
         forbidden = HEAVY_OPS if policy == Policy.RELAXED else None
         bad = sorted(
             name

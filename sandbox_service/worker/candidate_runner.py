@@ -1,7 +1,9 @@
 """The candidate child: build ModelNew, run the correctness trials under the runtime monitor, time it.
 
-Order matters for trust: the reference module is loaded, every trial's inputs are built and the
-reference model (for timing) is constructed before the candidate's module is imported. The child
+Order matters for trust: the reference module is loaded, the first trial's inputs are built and
+the reference model (for timing) is constructed before the candidate's module is imported. Later
+trials' inputs are built after, so large problems hold one trial in memory at a time; their
+fingerprints must match the judge's, or the candidate tampered with input generation. The child
 never decides correctness: it writes its outputs to files that the judge compares.
 
 Messages sent (each with the evaluation's nonce): inputs_ready, compile_error | runtime_error,
@@ -31,8 +33,11 @@ def _is_compile_error(exc: BaseException) -> bool:
 def run(job: dict, emit: Emit, control: Receiver) -> None:
     device = harness.device_for(job["backend"])
     reference = harness.load_module(job["reference_path"], "tritonrl_reference")
-    init_inputs, trial_inputs = harness.build_inputs(reference, job["seed"], job["trials"], device)
-    emit("inputs_ready", fingerprint=harness.fingerprint(trial_inputs))
+    init_inputs = harness.init_inputs(reference, job["seed"], device)
+    seeds = harness.trial_seeds(job["seed"], job["trials"])
+    first_inputs = harness.trial_inputs(reference, seeds[0], device)
+    input_fingerprints = [harness.fingerprint([first_inputs])]
+    emit("inputs_ready", fingerprint=input_fingerprints[0])  # made before any candidate code ran
     reference_model = None
     if job["time"]:
         reference_model = harness.build_model(reference, "Model", init_inputs, job["seed"], device)
@@ -50,7 +55,14 @@ def run(job: dict, emit: Emit, control: Receiver) -> None:
     monitor.check_untampered()
 
     output_fingerprints = []
-    for trial, inputs in enumerate(trial_inputs):
+    for trial, trial_seed in enumerate(seeds):
+        if trial == 0:
+            inputs = first_inputs
+        else:
+            # Later trials are made after the candidate ran; the judge compares their fingerprints.
+            monitor.check_untampered()
+            inputs = harness.trial_inputs(reference, trial_seed, device)
+            input_fingerprints.append(harness.fingerprint([inputs]))
         used = harness.clone(inputs)
         harness.poison_free_memory(device, inputs)
         try:
@@ -67,10 +79,13 @@ def run(job: dict, emit: Emit, control: Receiver) -> None:
         output_fingerprints.append(harness.fingerprint([tensors]))
         harness.save_outputs(tensors, harness.outputs_path(job["outputs_dir"], trial))
         del output, tensors, used
+        if trial > 0:
+            del inputs
     monitor.check_untampered()
     emit(
         "outputs_ready",
         launches=monitor.launches,
+        input_fingerprints=input_fingerprints,
         output_fingerprints=output_fingerprints,
         launches_per_forward=monitor.launches_per_forward,
         side_stream_launches=monitor.side_stream_launches,
@@ -81,7 +96,7 @@ def run(job: dict, emit: Emit, control: Receiver) -> None:
     order = control.receive()
     if order["type"] != "time" or reference_model is None:
         return
-    _time(job, emit, monitor, model, reference_model, trial_inputs[0])
+    _time(job, emit, monitor, model, reference_model, first_inputs)
 
 
 def _time(job: dict, emit: Emit, monitor: RuntimeMonitor, model, reference_model, inputs: list) -> None:

@@ -90,15 +90,18 @@ def clone(value: Any) -> Any:
     return value
 
 
-def build_inputs(reference, seed: int, trials: int, device: torch.device) -> tuple[list, list[list]]:
-    """Init inputs (under `seed`) and one fresh set of forward inputs per trial (under its own seed)."""
+def init_inputs(reference, seed: int, device: torch.device) -> list:
+    """Constructor arguments, under the evaluation seed."""
     seed_everything(seed)
-    init_inputs = to_device(list(reference.get_init_inputs()), device)
-    trial_inputs = []
-    for trial_seed in trial_seeds(seed, trials):
-        seed_everything(trial_seed)
-        trial_inputs.append(to_device(list(reference.get_inputs()), device))
-    return init_inputs, trial_inputs
+    with torch.device(device):
+        return to_device(list(reference.get_init_inputs()), device)
+
+
+def trial_inputs(reference, trial_seed: int, device: torch.device) -> list:
+    """One trial's forward inputs under its own seed, created on `device` directly (fast, no host copy)."""
+    seed_everything(trial_seed)
+    with torch.device(device):
+        return to_device(list(reference.get_inputs()), device)
 
 
 def build_model(module, class_name: str, init_inputs: list, seed: int, device: torch.device) -> torch.nn.Module:
@@ -134,11 +137,11 @@ def poison_free_memory(device: torch.device, inputs: list) -> None:
     del poison
 
 
-def fingerprint(trial_inputs: list[list]) -> str:
-    """A hash of every input's dtype, shape and a strided sample of its values."""
+def fingerprint(groups: list[list]) -> str:
+    """A hash of every tensor's dtype, shape and a strided sample of its values (other values by repr)."""
     digest = hashlib.blake2b(digest_size=16)
-    for inputs in trial_inputs:
-        for value in inputs:
+    for group in groups:
+        for value in group:
             if isinstance(value, torch.Tensor):
                 digest.update(f"{value.dtype}{tuple(value.shape)}".encode())
                 flat = value.detach().reshape(-1)

@@ -16,18 +16,26 @@ from sandbox_service.worker import harness
 from sandbox_service.worker.protocol import Receiver
 
 Emit = Callable[..., None]
+OFFLOAD_BYTES = 1 << 30
 
 
 def run(job: dict, emit: Emit, control: Receiver) -> None:
     device = harness.device_for(job["backend"])
     try:
         reference = harness.load_module(job["reference_path"], "tritonrl_reference")
-        init_inputs, trial_inputs = harness.build_inputs(reference, job["seed"], job["trials"], device)
+        init_inputs = harness.init_inputs(reference, job["seed"], device)
         model = harness.build_model(reference, "Model", init_inputs, job["seed"], device)
-        expected = []
+        expected, input_fingerprints = [], []
+        offload = False
         with torch.no_grad():
-            for inputs in trial_inputs:
-                expected.append([t.detach() for t in harness.flatten_outputs(model(*inputs))])
+            for trial_seed in harness.trial_seeds(job["seed"], job["trials"]):
+                inputs = harness.trial_inputs(reference, trial_seed, device)
+                input_fingerprints.append(harness.fingerprint([inputs]))
+                outputs = [t.detach() for t in harness.flatten_outputs(model(*inputs))]
+                # Keep large expected outputs in host memory: the candidate needs the GPU's memory too.
+                offload = offload or sum(t.numel() * t.element_size() for t in outputs) > OFFLOAD_BYTES
+                expected.append([t.cpu() for t in outputs] if offload else outputs)
+                del inputs
         harness.synchronize(device)
     except BaseException as exc:  # noqa: BLE001 - a broken reference is an infrastructure problem
         emit("reference_error", error=harness.format_exception(exc))
@@ -45,12 +53,12 @@ def run(job: dict, emit: Emit, control: Receiver) -> None:
     degenerate = correctness.degenerate_outputs(expected, tolerances)
     emit(
         "reference_ready",
-        fingerprint=harness.fingerprint(trial_inputs),
+        input_fingerprints=input_fingerprints,
         degenerate=any(degenerate),
         output_fingerprints=[harness.fingerprint([outputs]) for outputs in expected],
         device=harness.device_name(job["backend"]),
     )
-    del trial_inputs, model
+    del model
 
     order = control.receive()
     if order["type"] != "compare":
@@ -62,6 +70,8 @@ def run(job: dict, emit: Emit, control: Receiver) -> None:
         except Exception as exc:  # noqa: BLE001 - unreadable outputs are the candidate's failure
             trials.append({"passed": False, "max_abs_error": None, "message": f"outputs unreadable: {exc}"})
             continue
+        want = [t.to(device) for t in want]
         result = correctness.compare_trial(want, got, tolerances, degenerate, job["degenerate_rel_l2"])
+        del want, got
         trials.append(result.__dict__)
     emit("verdict", trials=trials)

@@ -77,3 +77,10 @@ def test_corrupted_cuda_context_costs_one_result(gpu_lane):
     result = evaluate(REFERENCE, gpu_fixture("illegal_address"), dataclasses.replace(OPTIONS, timeout_s=60), gpu_lane)
     assert result.status in (Status.RUNTIME_ERROR, Status.COMPILE_ERROR), (result.status, result.error)
     assert evaluate(REFERENCE, CORRECT, OPTIONS, gpu_lane).status == Status.OK
+
+
+def test_a_cache_that_skips_kernels_when_timed_is_caught(gpu_lane):
+    # Fresh inputs in every trial pass correctness; the timed calls repeat one input and hit the cache.
+    result = run_isolated(REFERENCE, gpu_fixture("cache_by_pointer"), OPTIONS, gpu_lane)
+    assert result.status == Status.CHEAT, (result.status, result.error)
+    assert "work-skipped-when-timed" in {v.rule for v in result.violations}

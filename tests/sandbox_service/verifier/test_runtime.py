@@ -1,0 +1,55 @@
+"""Layer 3, runtime: what the candidate's forward really does, seen from inside its process.
+
+These candidates skip the static screen (run_isolated) so that each runtime rule is shown to hold on its own.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from sandbox_cases import FAST, REFERENCE, fixture_candidate
+from sandbox_service.evaluation import run_isolated
+from sandbox_service.results import Status
+from sandbox_service.verifier.runtime import GLUE_OPS, HEAVY_OPS, RUNTIME_RULES
+
+DOCS = Path(__file__).resolve().parents[3] / "docs" / "verifier_rules.md"
+
+
+def rules_of(result) -> set[str]:
+    return {v.rule for v in result.violations if v.layer == "runtime"}
+
+
+def test_replacing_evaluator_functions_is_monkeypatching(cpu_lane):
+    result = run_isolated(REFERENCE, fixture_candidate("patches_allclose"), FAST, cpu_lane)
+    assert result.status == Status.CHEAT and "monkeypatch" in rules_of(result)
+
+
+def test_tensor_subclass_outputs_are_flagged(cpu_lane):
+    result = run_isolated(REFERENCE, fixture_candidate("tensor_subclass"), FAST, cpu_lane)
+    assert result.status == Status.CHEAT and "output-tensor-subclass" in rules_of(result)
+
+
+def test_every_runtime_rule_is_documented():
+    section = DOCS.read_text().split("\n## Runtime layer (layer 3)\n", 1)[1].split("\n## ", 1)[0]
+    documented = set(re.findall(r"^\| `([a-z0-9-]+)` \|", section, re.M))
+    assert documented == set(RUNTIME_RULES)
+
+
+def test_heavy_operators_are_never_glue():
+    assert not GLUE_OPS & HEAVY_OPS
+
+
+def test_unknown_rules_are_a_programming_error():
+    import pytest
+    import torch
+
+    from sandbox_service.verifier.runtime import RuntimeMonitor
+
+    with pytest.raises(KeyError):
+        RuntimeMonitor(torch.device("cpu"))._add("made-up-rule", "x")
+
+
+def test_tampering_with_later_trials_inputs_is_caught(cpu_lane):
+    result = run_isolated(REFERENCE, fixture_candidate("swaps_get_inputs"), FAST, cpu_lane)
+    assert result.status == Status.CHEAT and "inputs-tampered" in rules_of(result)
