@@ -30,6 +30,30 @@ def _options(args: argparse.Namespace) -> EvalOptions:
     )
 
 
+def _judge_config(args: argparse.Namespace):
+    """The LLM judge's settings when --llm-judge-url is given, else None (the layer is off)."""
+    if not args.llm_judge_url:
+        return None
+    from sandbox_service.verifier.llm_judge import JudgeConfig
+
+    if not args.llm_judge_model:
+        raise ValueError("--llm-judge-model is required with --llm-judge-url")
+    return JudgeConfig(
+        url=args.llm_judge_url,
+        model=args.llm_judge_model,
+        api_key_env=args.llm_judge_key_env,
+        timeout_s=args.llm_judge_timeout,
+    )
+
+
+def _add_judge_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("LLM judge (optional layer; off unless --llm-judge-url is given)")
+    group.add_argument("--llm-judge-url", help="OpenAI-compatible endpoint, e.g. http://host:8000/v1")
+    group.add_argument("--llm-judge-model", help="model name to ask")
+    group.add_argument("--llm-judge-key-env", help="name of the environment variable holding the API key")
+    group.add_argument("--llm-judge-timeout", type=float, default=60.0, help="seconds per review")
+
+
 def _summary(result: EvalResult) -> str:
     lines = [f"status: {result.status.value}  (valid={result.valid}, correct={result.correct})"]
     lines.append(f"trials: {result.trials_passed}/{result.trials} passed, max abs error {result.max_abs_error}")
@@ -56,6 +80,14 @@ def cmd_check(args: argparse.Namespace) -> int:
     reference, candidate = args.reference.read_text(), args.candidate.read_text()
     try:
         options = _options(args)
+        judge_config = _judge_config(args)
+        if judge_config and args.target:
+            raise ValueError("--llm-judge-* configures a local evaluation; a server is given its judge by `serve`")
+        judge = None
+        if judge_config:
+            from sandbox_service.verifier.llm_judge import OpenAIChatJudge
+
+            judge = OpenAIChatJudge(judge_config)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -67,7 +99,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     else:
         from sandbox_service.evaluation import evaluate_local
 
-        result = evaluate_local(reference, candidate, options, args.backend)
+        result = evaluate_local(reference, candidate, options, args.backend, judge)
     print(result.to_json() if args.json else _summary(result))
     return EXIT_INFRA if result.status == Status.INFRA_ERROR else EXIT_OK
 
@@ -75,7 +107,13 @@ def cmd_check(args: argparse.Namespace) -> int:
 def cmd_serve(args: argparse.Namespace) -> int:
     from sandbox_service.server import ServerConfig, serve_forever
 
+    try:
+        judge = _judge_config(args)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     config = ServerConfig(
+        judge=judge,
         host=args.host,
         port=args.port,
         backend=args.backend,
@@ -129,6 +167,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--grace", type=float, default=30.0, help="seconds running jobs get at shutdown")
     serve.add_argument("--ready-file", type=Path, help="write {address, port, backend} here once serving")
     serve.add_argument("--exit-on-stdin-eof", action="store_true", help="stop when stdin closes (embedded mode)")
+    _add_judge_arguments(serve)
     serve.set_defaults(func=cmd_serve)
 
     check = sub.add_parser("check", help="evaluate one reference/candidate pair")
@@ -143,6 +182,7 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--timeout", type=float, default=180.0)
     check.add_argument("--policy", default="strict", choices=["strict", "relaxed"])
     check.add_argument("--format", default="auto", choices=["auto", "completion", "code"])
+    _add_judge_arguments(check)
     check.set_defaults(func=cmd_check)
 
     demo = sub.add_parser("demo", help="start a local server and evaluate three example candidates")

@@ -1,6 +1,6 @@
 """Layer 4, correctness: compare a candidate's outputs with the reference's, trial by trial.
 
-Runs in the judge child, a process the candidate's code never ran in. Shape and dtype must match,
+Runs in the reference child, a process the candidate's code never ran in. Shape and dtype must match,
 non-finite values never pass, and `allclose` uses per-dtype tolerances. For degenerate problems
 (where a constant output would pass the tolerance) a relative L2 bound is added, so that a constant
 guess cannot be correct.

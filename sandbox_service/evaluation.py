@@ -1,11 +1,11 @@
 """One evaluation, orchestrated from the trusted side: layers, children, messages, verdict.
 
-    format (here) -> static (here) -> judge child: reference outputs
+    format (here) -> static (here) -> reference child: reference outputs
                                    -> candidate child: ModelNew outputs + runtime monitor
-                                   -> judge compares (correctness) -> candidate timed alone on its GPU
+                                   -> reference child compares (correctness) -> candidate timed alone on its GPU
 
 Every failure maps to one status. What the candidate causes (crash, hang, memory, garbage on the
-channel) is charged to the candidate; only what happens before its code runs, or in the judge, is
+channel) is charged to the candidate; only what happens before its code runs, or in the reference child, is
 `infra_error`, which trainers mask out instead of scoring.
 """
 
@@ -24,6 +24,7 @@ from pathlib import Path
 from sandbox_service.options import EvalOptions
 from sandbox_service.results import EvalResult, LayerResult, Outcome, Status, TimingStats, Violation, truncate
 from sandbox_service.verifier.format import check_format
+from sandbox_service.verifier.llm_judge import Judge, JudgeVerdict
 from sandbox_service.verifier.runtime import RUNTIME_RULES
 from sandbox_service.verifier.static_rules import check_static
 from sandbox_service.worker import protocol
@@ -32,9 +33,9 @@ from sandbox_service.worker.process import ChildProcess, ChildSpec
 
 log = logging.getLogger(__name__)
 
-JUDGE = "judge"
+REFERENCE = "reference"
 CANDIDATE = "candidate"
-# The judge loads candidate outputs and compares them after the candidate finished; give it this long.
+# The reference child loads candidate outputs and compares them after the candidate finished; give it this long.
 COMPARE_TIMEOUT_S = 120.0
 CUDA_CHILD_THREADS = 4
 
@@ -46,12 +47,15 @@ class Lane:
     backend: str
     gpu: int | None
     candidate_pool: WarmPool
-    judge_pool: WarmPool
+    reference_pool: WarmPool
     gate: TimingGate
     work_root: Path
+    judge: Judge | None = None  # the optional LLM judge layer
 
     @classmethod
-    def create(cls, backend: str, gpu: int | None, warm: int, work_root: Path, triton_cache: Path | None) -> Lane:
+    def create(
+        cls, backend: str, gpu: int | None, warm: int, work_root: Path, triton_cache: Path | None, judge: Judge | None = None
+    ) -> Lane:
         # Interpreter children are CPU-bound and run side by side: one thread each. CUDA children only
         # feed the GPU, but host-side work in get_inputs() or torch glue benefits from a few threads.
         threads = 1 if backend == "interpreter" else CUDA_CHILD_THREADS
@@ -60,11 +64,13 @@ class Lane:
             return ChildSpec(role=role, backend=backend, gpu=gpu, work_root=work_root, triton_cache_dir=triton_cache,
                              cpu_threads=threads)
 
-        return cls(backend, gpu, WarmPool(spec(CANDIDATE), warm), WarmPool(spec(JUDGE), warm), TimingGate(), work_root)
+        return cls(
+            backend, gpu, WarmPool(spec(CANDIDATE), warm), WarmPool(spec(REFERENCE), warm), TimingGate(), work_root, judge
+        )
 
     def close(self) -> None:
         self.candidate_pool.close()
-        self.judge_pool.close()
+        self.reference_pool.close()
 
 
 class Cancelled(Exception):
@@ -93,7 +99,7 @@ class _Session:
         self.cancel = cancel
         self.messages: queue.Queue = queue.Queue()
         self.children: dict[str, ChildProcess] = {}
-        self.nonces = {JUDGE: secrets.token_hex(16), CANDIDATE: secrets.token_hex(16)}
+        self.nonces = {REFERENCE: secrets.token_hex(16), CANDIDATE: secrets.token_hex(16)}
         self.deadline = time.monotonic() + options.timeout_s
 
     def start(self, role: str, pool: WarmPool, job: dict) -> None:
@@ -154,20 +160,59 @@ def evaluate(
 
     def run(result: EvalResult) -> None:
         code = _screen_source(reference_source, candidate_source, options, result)
-        if code is not None:
-            _run_in_children(reference_source, code, options, lane, cancel, result)
+        if code is None:
+            return
+        review = _JudgeReview.start(lane.judge, reference_source, code, options) if lane.judge else None
+        _run_in_children(reference_source, code, options, lane, cancel, result)
+        if review is not None:
+            review.apply(result)
 
     return _finalized(run, options, lane)
 
 
-def evaluate_local(reference_source: str, candidate_source: str, options: EvalOptions, backend: str = "auto") -> EvalResult:
+class _JudgeReview:
+    """The LLM judge reads the code while the children run; its findings join the verdict after.
+
+    A judge that fails or times out is reported in `layers` (outcome error) and changes nothing else:
+    the deterministic layers still decide, so a derailed judge can neither fail nor rescue a kernel.
+    """
+
+    def __init__(self, judge: Judge, reference_source: str, code: str, options: EvalOptions):
+        self.started = time.monotonic()
+        self.verdicts: list[JudgeVerdict] = []
+        self.thread = threading.Thread(
+            target=lambda: self.verdicts.append(judge.review(reference_source, code, options.policy)),
+            name="llm-judge",
+            daemon=True,
+        )
+        self.timeout_s = judge.timeout_s + 5.0
+
+    @classmethod
+    def start(cls, judge: Judge, reference_source: str, code: str, options: EvalOptions) -> _JudgeReview:
+        review = cls(judge, reference_source, code, options)
+        review.thread.start()
+        return review
+
+    def apply(self, result: EvalResult) -> None:
+        self.thread.join(timeout=max(0.0, self.timeout_s - (time.monotonic() - self.started)))
+        verdict = self.verdicts[0] if self.verdicts else JudgeVerdict.failed("the judge did not answer in time")
+        _layer(result, "judge", verdict.outcome, self.started, verdict.detail)
+        if verdict.cheat:
+            result.violations += verdict.findings
+            if result.status != Status.CHEAT:
+                result.status, result.error = Status.CHEAT, truncate("LLM judge: " + verdict.detail)
+
+
+def evaluate_local(
+    reference_source: str, candidate_source: str, options: EvalOptions, backend: str = "auto", judge: Judge | None = None
+) -> EvalResult:
     """One evaluation in this process's own lane (first GPU, or the interpreter): no server needed."""
     from sandbox_service.devices import resolve_backend
 
     info = resolve_backend(backend)
     with tempfile.TemporaryDirectory(prefix="tritonrl-local-") as root:
         gpu = info.gpus[0] if info.gpus else None
-        lane = Lane.create(info.backend, gpu, warm=0, work_root=Path(root), triton_cache=None)
+        lane = Lane.create(info.backend, gpu, warm=0, work_root=Path(root), triton_cache=None, judge=judge)
         try:
             return evaluate(reference_source, candidate_source, options, lane)
         finally:
@@ -267,7 +312,7 @@ def _run_children(job_dir: Path, options: EvalOptions, lane: Lane, cancel, resul
     gate_held = "shared"
     t = time.monotonic()
     try:
-        session.start(JUDGE, lane.judge_pool, _job(JUDGE, job_dir, options, lane))
+        session.start(REFERENCE, lane.reference_pool, _job(REFERENCE, job_dir, options, lane))
         session.start(CANDIDATE, lane.candidate_pool, _job(CANDIDATE, job_dir, options, lane))
         gate_held = _converse(session, job_dir, options, lane, result, t)
     except _Finish as finish:
@@ -295,12 +340,12 @@ def _converse(session: _Session, job_dir: Path, options: EvalOptions, lane: Lane
             raise _Finish(Status.TIMEOUT, f"the candidate did not finish within {options.timeout_s:.0f} s") from None
         kind = message["type"]
         seen[kind] = message
-        if role == JUDGE:
+        if role == REFERENCE:
             if kind in ("reference_error", "internal_error"):
                 raise _Finish(Status.INFRA_ERROR, "reference failed: " + message.get("error", ""))
             if kind in ("exited", "garbled") and "verdict" not in seen:
-                child = session.children[JUDGE]
-                raise _Finish(Status.INFRA_ERROR, f"the judge process {child.describe_exit()}: {child.output()[-1500:]}")
+                child = session.children[REFERENCE]
+                raise _Finish(Status.INFRA_ERROR, f"the reference process {child.describe_exit()}: {child.output()[-1500:]}")
             if kind == "reference_ready":
                 result.device = message["device"]
                 result.degenerate_reference = bool(message["degenerate"])
@@ -308,11 +353,11 @@ def _converse(session: _Session, job_dir: Path, options: EvalOptions, lane: Lane
             _candidate_failure(kind, message, seen, session, options, result, t)
         if "inputs_ready" in seen and "reference_ready" in seen and kind in ("inputs_ready", "reference_ready"):
             if seen["inputs_ready"]["fingerprint"] != seen["reference_ready"]["input_fingerprints"][0]:
-                raise _Finish(Status.INFRA_ERROR, "get_inputs() is not deterministic under a seed: judge and candidate inputs differ")
+                raise _Finish(Status.INFRA_ERROR, "get_inputs() is not deterministic under a seed: reference and candidate inputs differ")
         if kind in ("outputs_ready", "reference_ready") and "outputs_ready" in seen and "reference_ready" in seen:
             result.compiled = True
             result.triton_launches = int(seen["outputs_ready"]["launches"])
-            session.children[JUDGE].send({"type": "compare", "outputs_dir": str(job_dir / "outputs")})
+            session.children[REFERENCE].send({"type": "compare", "outputs_dir": str(job_dir / "outputs")})
             session.extend_deadline(COMPARE_TIMEOUT_S)
         if kind == "verdict":
             gate_held = _after_verdict(message, seen, session, options, lane, result, t)

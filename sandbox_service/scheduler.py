@@ -21,6 +21,7 @@ from pathlib import Path
 from sandbox_service.evaluation import Lane, evaluate
 from sandbox_service.options import EvalOptions
 from sandbox_service.results import EvalResult, Status
+from sandbox_service.verifier.llm_judge import Judge
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +43,7 @@ class SchedulerConfig:
     warm_per_lane: int | None = None  # children kept ready per lane and role; default = workers_per_lane
     work_root: Path | None = None
     shared_triton_cache: bool = True
+    judge: Judge | None = None  # the optional LLM judge layer, shared by every lane
 
     def __post_init__(self):
         if self.backend not in ("cuda", "interpreter"):
@@ -79,7 +81,7 @@ class Scheduler:
         triton_cache = self.work_root / "triton-cache" if config.shared_triton_cache else None
         warm = config.workers_per_lane if config.warm_per_lane is None else config.warm_per_lane
         devices = config.gpus if config.backend == "cuda" else (None,)
-        self.lanes = [Lane.create(config.backend, gpu, warm, self.work_root, triton_cache) for gpu in devices]
+        self.lanes = [Lane.create(config.backend, gpu, warm, self.work_root, triton_cache, config.judge) for gpu in devices]
         self._queue: queue.Queue = queue.Queue(maxsize=config.queue_capacity)
         self._lock = threading.Lock()
         self._accepting = True

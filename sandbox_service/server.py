@@ -29,6 +29,7 @@ from sandbox_service.convert import options_from_pb, result_to_pb
 from sandbox_service.devices import BackendInfo, resolve_backend
 from sandbox_service.options import EvalOptions
 from sandbox_service.results import EvalResult, Status
+from sandbox_service.verifier.llm_judge import JudgeConfig, OpenAIChatJudge
 from sandbox_service.scheduler import Job, QueueFull, Scheduler, SchedulerConfig, ShuttingDown, default_workers
 from tritonrl.sandbox.v1 import sandbox_pb2 as pb
 from tritonrl.sandbox.v1 import sandbox_pb2_grpc as pb_grpc
@@ -50,6 +51,7 @@ class ServerConfig:
     warm: int | None = None
     grace_s: float = 30.0
     default_options: EvalOptions = dataclasses.field(default_factory=EvalOptions)
+    judge: JudgeConfig | None = None  # the optional LLM judge (off by default)
 
 
 class SandboxServicer(pb_grpc.SandboxServicer):
@@ -158,6 +160,7 @@ class SandboxServer:
                 workers_per_lane=workers,
                 queue_capacity=config.queue_capacity,
                 warm_per_lane=config.warm,
+                judge=OpenAIChatJudge(config.judge) if config.judge else None,
             )
         )
         self.config = config

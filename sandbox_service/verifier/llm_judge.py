@@ -87,7 +87,12 @@ class JudgeVerdict:
 
 
 class Judge(Protocol):
-    """Anything that can review a candidate against its reference. Must not raise."""
+    """Anything that can review a candidate against its reference. Must not raise.
+
+    `timeout_s` bounds one review; the evaluation waits that long (plus a margin) for the verdict.
+    """
+
+    timeout_s: float
 
     def review(self, reference_source: str, candidate_code: str, policy: Policy = Policy.STRICT) -> JudgeVerdict: ...
 
@@ -275,6 +280,7 @@ class OpenAIChatJudge:
 
     def __init__(self, config: JudgeConfig, prompt: JudgePrompt | None = None):
         self.config = config
+        self.timeout_s = config.timeout_s
         self.prompt = prompt or JudgePrompt.load()
         self._api_key = ""
         if config.api_key_env is not None:

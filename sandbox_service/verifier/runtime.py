@@ -9,7 +9,7 @@
 - After each forward: inputs must be unchanged, outputs must be plain tensors that do not alias the
   inputs, and a kernel launched on another stream must have finished with the current stream.
 
-This is defence in depth: the verdict on outputs is computed in another process (the judge), and the
+This is defence in depth: the verdict on outputs is computed in another process (the reference child), and the
 static layer forbids the introspection needed to tamper with this monitor.
 """
 
@@ -40,7 +40,7 @@ RUNTIME_RULES = {
     "unjoined-side-stream": "a kernel on another stream was still running after forward returned",
     "monkeypatch": "a function the evaluator relies on was replaced after the candidate was imported",
     "work-skipped-when-timed": "fewer kernel launches per call while timed than while checked (a result cache)",
-    "inputs-tampered": "a trial's inputs, made after the candidate was imported, differ from the judge's",
+    "inputs-tampered": "a trial's inputs, made after the candidate was imported, differ from the reference child's",
     "verdict-channel-tampering": "a message on the verdict channel without this evaluation's nonce, or garbage",
 }
 

@@ -3,8 +3,8 @@
 Order matters for trust: the reference module is loaded, the first trial's inputs are built and
 the reference model (for timing) is constructed before the candidate's module is imported. Later
 trials' inputs are built after, so large problems hold one trial in memory at a time; their
-fingerprints must match the judge's, or the candidate tampered with input generation. The child
-never decides correctness: it writes its outputs to files that the judge compares.
+fingerprints must match the reference child's, or the candidate tampered with input generation. The child
+never decides correctness: it writes its outputs to files that the reference child compares.
 
 Messages sent (each with the evaluation's nonce): inputs_ready, compile_error | runtime_error,
 outputs_ready, then on the server's "time" message: timing (or runtime_error).
@@ -59,7 +59,7 @@ def run(job: dict, emit: Emit, control: Receiver) -> None:
         if trial == 0:
             inputs = first_inputs
         else:
-            # Later trials are made after the candidate ran; the judge compares their fingerprints.
+            # Later trials are made after the candidate ran; the reference child compares their fingerprints.
             monitor.check_untampered()
             inputs = harness.trial_inputs(reference, trial_seed, device)
             input_fingerprints.append(harness.fingerprint([inputs]))

@@ -50,7 +50,7 @@ def main(argv: list[str]) -> int:
     if role == "candidate":
         from sandbox_service.worker import candidate_runner as runner
     else:
-        from sandbox_service.worker import judge_runner as runner
+        from sandbox_service.worker import reference_runner as runner
     protocol.send(report_fd, {"type": "ready", "pid": os.getpid()})
 
     control = protocol.Receiver(ctrl_fd)

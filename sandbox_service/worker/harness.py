@@ -1,7 +1,7 @@
 """Helpers shared by the child processes: loading modules, seeding, inputs, outputs, fingerprints.
 
 Runs only inside children (imports torch). Reference and candidate are built after the same seed, and
-every trial's inputs come from the reference's `get_inputs()` under that trial's seed, so the judge
+every trial's inputs come from the reference's `get_inputs()` under that trial's seed, so the reference child
 and the candidate child produce identical inputs independently (checked by fingerprint).
 """
 

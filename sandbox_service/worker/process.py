@@ -38,7 +38,7 @@ _INHERITED_ENV = (
 
 @dataclasses.dataclass(frozen=True)
 class ChildSpec:
-    role: str  # "candidate" or "judge"
+    role: str  # "candidate" or "reference"
     backend: str  # "cuda" or "interpreter"
     gpu: int | None = None
     work_root: Path | None = None

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from sandbox_service.options import Policy
-from sandbox_service.results import Outcome, Violation
+from sandbox_service.results import Outcome, Status, Violation
 from sandbox_service.verifier.llm_judge import (
     PROMPT_PATH,
     RULES,
@@ -470,3 +470,39 @@ def test_verdict_invariants():
         JudgeVerdict(cheat=True, findings=[finding], error="judge endpoint timed out")
     with pytest.raises(ValueError):
         JudgeVerdict(cheat=True, findings=[Violation("static", "judge-other", "x")])
+
+
+# --- in the pipeline ----------------------------------------------------------------------------
+
+
+def _evaluate_with_judge(judge: OpenAIChatJudge, tmp_path):
+    from sandbox_cases import CORRECT as CORRECT_KERNEL
+    from sandbox_cases import FAST
+    from sandbox_cases import REFERENCE as SCALED_ADD
+    from sandbox_service.evaluation import Lane, evaluate
+
+    lane = Lane.create("interpreter", None, warm=0, work_root=tmp_path, triton_cache=None, judge=judge)
+    try:
+        return evaluate(SCALED_ADD, CORRECT_KERNEL, FAST, lane)
+    finally:
+        lane.close()
+
+
+def test_a_judge_cheat_verdict_makes_a_correct_kernel_cheat(endpoint, tmp_path):
+    endpoint.answer(CHEAT)
+    result = _evaluate_with_judge(judge_for(endpoint), tmp_path)
+    assert result.status == Status.CHEAT and not result.valid and not result.correct
+    assert {v.rule for v in result.violations if v.layer == "judge"} == {"judge-delegation", "judge-omitted-math"}
+    assert [layer.outcome for layer in result.layers if layer.name == "judge"] == [Outcome.FAILED]
+    assert result.trials_passed == result.trials  # the outputs matched; the judge still decides it is a hack
+
+
+def test_a_passing_or_broken_judge_leaves_the_verdict_to_the_other_layers(endpoint, tmp_path):
+    endpoint.answer(PASS)
+    passed = _evaluate_with_judge(judge_for(endpoint), tmp_path)
+    assert passed.status == Status.OK
+    assert [layer.outcome for layer in passed.layers if layer.name == "judge"] == [Outcome.PASSED]
+    endpoint.replies = [Reply(status=500, body=b"{}")]
+    broken = _evaluate_with_judge(judge_for(endpoint), tmp_path)
+    assert broken.status == Status.OK
+    assert [layer.outcome for layer in broken.layers if layer.name == "judge"] == [Outcome.ERROR]

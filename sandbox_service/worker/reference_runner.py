@@ -1,4 +1,4 @@
-"""The judge child: runs only the trusted reference, then compares the candidate's saved outputs.
+"""The reference child: runs only the trusted reference, then compares the candidate's saved outputs.
 
 The candidate's code never runs in this process, so nothing it does can change the comparison.
 Messages sent: reference_ready (or reference_error), then, on the server's "compare" message, verdict.
