@@ -13,8 +13,9 @@ Definitions (also written into the JSON):
                 timing layer must spend; 0 when the evaluation was not timed (the CPU interpreter);
   overhead    = result.duration_s - timed work: everything else the sandbox does for one evaluation
                 (children, input generation, correctness trials, output transfer, queueing for the GPU);
-                split into `until verdict` (the correctness layer's duration, which the sandbox counts
-                from the start of the children) and the timing phase's own overhead (the rest);
+                split into `until verdict` (the candidate child's compile and trials layers plus the
+                reference child's comparison, as the sandbox reports them in `layers`) and the rest
+                (child hand-over, the timing phase beyond the timed runs, teardown);
   CV          = sample standard deviation / mean, across the repeats, of an evaluation's median time;
                 flagged when the time is >= 100 us and the CV > 2 %;
   ratio       = measured reference mean / KernelBench's published eager-PyTorch mean on an H100.
@@ -157,10 +158,18 @@ def overhead_s(result: EvalResult, options: EvalOptions) -> float:
     return result.duration_s - timed_work_s(result, options)
 
 
-def until_verdict_s(result: EvalResult) -> float | None:
-    """From starting the children to the correctness verdict (the correctness layer's duration)."""
-    layer = next((layer for layer in result.layers if layer.name == "correctness"), None)
+VERDICT_PHASES = ("compile", "runtime", "correctness")
+
+
+def phase_s(result: EvalResult, name: str) -> float | None:
+    layer = next((layer for layer in result.layers if layer.name == name), None)
     return None if layer is None else layer.duration_s
+
+
+def until_verdict_s(result: EvalResult) -> float | None:
+    """Compile (set-up, import, ModelNew) + monitored trials + the reference child's comparison."""
+    phases = [phase_s(result, name) for name in VERDICT_PHASES]
+    return None if any(p is None for p in phases) else sum(phases)
 
 
 def timing_phase_overhead_s(result: EvalResult, options: EvalOptions) -> float | None:
@@ -223,6 +232,10 @@ def overhead_summary(records: list[Record], options: EvalOptions) -> dict[str, A
         "duration_s": describe([r.result.duration_s for r in ok]),
         "timed_work_s": describe([timed_work_s(r.result, options) for r in ok]),
         "until_verdict_s": describe([v for r in ok if (v := until_verdict_s(r.result)) is not None]),
+        **{
+            f"{name}_layer_s": describe([v for r in ok if (v := phase_s(r.result, name)) is not None])
+            for name in VERDICT_PHASES
+        },
         "timing_phase_overhead_s": describe(
             [v for r in ok if (v := timing_phase_overhead_s(r.result, options)) is not None]
         ),
@@ -403,8 +416,12 @@ def summarise(warmup: Record | None, concurrent, concurrent_wall, sequential, sk
     verdict, timing = seq["until_verdict_s"], seq["timing_phase_overhead_s"]
     if verdict is not None:
         lines.append(
-            f"overhead split (sequential): children start -> verdict median {verdict['median']:.2f} s"
-            + (f"; timing phase beyond the timed runs median {timing['median']:.2f} s" if timing else "")
+            f"overhead split (sequential): until verdict median {verdict['median']:.2f} s ("
+            + ", ".join(f"{name} {seq[f'{name}_layer_s']['median']:.2f} s" for name in VERDICT_PHASES
+                        if seq.get(f"{name}_layer_s"))
+            + ")"
+            + (f"; the rest (hand-over, timing beyond the timed runs, teardown) median {timing['median']:.2f} s"
+               if timing else "")
         )
     flags = [f"L1/{row['problem_id']} {flag}" for row in rows for flag in row["flags"]]
     timed_rows = [row for row in rows if row["cv_candidate"] is not None]
@@ -517,7 +534,7 @@ def main(argv: list[str] | None = None) -> int:
         "definitions": {
             "timed_work_s": "(warmup_runs + timing_runs) * (ref median + candidate median)",
             "overhead_s": "result.duration_s - timed_work_s",
-            "until_verdict_s": "the correctness layer's duration: from starting the children to the verdict",
+            "until_verdict_s": "compile + runtime (trials) + correctness (comparison) layer durations",
             "timing_phase_overhead_s": "duration_s - until_verdict_s - timed_work_s",
             "cv": "sample stdev / mean of the per-evaluation medians across sequential repeats",
             "ratio_to_published": "measured reference mean / published KernelBench eager mean",

@@ -331,6 +331,7 @@ def _converse(session: _Session, job_dir: Path, options: EvalOptions, lane: Lane
     """The message loop. Returns which gate hold is left for the caller to release."""
     seen: dict[str, dict] = {}
     gate_held = "shared"
+    compare_started = t
     while True:
         try:
             role, message = session.next()
@@ -359,8 +360,9 @@ def _converse(session: _Session, job_dir: Path, options: EvalOptions, lane: Lane
             result.triton_launches = int(seen["outputs_ready"]["launches"])
             session.children[REFERENCE].send({"type": "compare", "outputs_dir": str(job_dir / "outputs")})
             session.extend_deadline(COMPARE_TIMEOUT_S)
+            compare_started = time.monotonic()
         if kind == "verdict":
-            gate_held = _after_verdict(message, seen, session, options, lane, result, t)
+            gate_held = _after_verdict(message, seen, session, options, lane, result, compare_started)
             if gate_held != "exclusive":
                 return gate_held
         if kind == "timing":
@@ -391,23 +393,27 @@ def _candidate_failure(kind, message, seen, session, options, result, t) -> None
         raise _Finish(Status.RUNTIME_ERROR, f"candidate process {child.describe_exit()}: {child.output()[-1500:]}")
 
 
-def _after_verdict(message, seen, session, options, lane: Lane, result: EvalResult, t: float) -> str:
+def _after_verdict(message, seen, session, options, lane: Lane, result: EvalResult, compare_started: float) -> str:
     trials = message["trials"]
     result.trials = len(trials)
     result.trials_passed = sum(1 for trial in trials if trial["passed"])
     errors = [trial["max_abs_error"] for trial in trials if trial["max_abs_error"] is not None]
     result.max_abs_error = max(errors) if errors else None
     outputs = seen["outputs_ready"]
+    phases = outputs["phases"]
+    # Durations measured in the candidate child: compilation (import, ModelNew, and Triton's JIT of the
+    # first launch, in the first trial) and the monitored trials.
+    result.layers.append(LayerResult("compile", Outcome.PASSED, round(phases["setup"] + phases["compile"], 6)))
     runtime_violations = [Violation(**v) for v in outputs["violations"]]
     reference = seen["reference_ready"]
     if outputs["input_fingerprints"] != reference["input_fingerprints"]:
         runtime_violations.append(Violation("runtime", "inputs-tampered", RUNTIME_RULES["inputs-tampered"]))
     runtime_violations += _ignored_inputs(outputs["output_fingerprints"], reference["output_fingerprints"])
-    _layer(result, "runtime", Outcome.FAILED if runtime_violations else Outcome.PASSED, t,
-           "; ".join(v.rule for v in runtime_violations))
+    result.layers.append(LayerResult("runtime", Outcome.FAILED if runtime_violations else Outcome.PASSED,
+                                     round(phases["trials"], 6), "; ".join(v.rule for v in runtime_violations)))
     correct = result.trials_passed == result.trials
     first_failure = next((trial["message"] for trial in trials if not trial["passed"]), "")
-    _layer(result, "correctness", Outcome.PASSED if correct else Outcome.FAILED, t, first_failure)
+    _layer(result, "correctness", Outcome.PASSED if correct else Outcome.FAILED, compare_started, first_failure)
     if runtime_violations:
         result.violations += runtime_violations
         raise _Finish(Status.CHEAT, "runtime checks found violations")

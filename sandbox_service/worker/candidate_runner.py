@@ -12,6 +12,7 @@ outputs_ready, then on the server's "time" message: timing (or runtime_error).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 import torch
@@ -31,6 +32,9 @@ def _is_compile_error(exc: BaseException) -> bool:
 
 
 def run(job: dict, emit: Emit, control: Receiver) -> None:
+    clock = time.monotonic
+    phases: dict[str, float] = {}
+    started = clock()
     device = harness.device_for(job["backend"])
     reference = harness.load_module(job["reference_path"], "tritonrl_reference")
     init_inputs = harness.init_inputs(reference, job["seed"], device)
@@ -44,6 +48,8 @@ def run(job: dict, emit: Emit, control: Receiver) -> None:
 
     monitor = RuntimeMonitor(device)
     monitor.install()
+    phases["setup"] = clock() - started
+    started = clock()
     phase = "import"
     try:
         candidate = harness.load_module(job["candidate_path"], "tritonrl_candidate")
@@ -53,6 +59,8 @@ def run(job: dict, emit: Emit, control: Receiver) -> None:
         emit("compile_error", phase=phase, error=harness.format_exception(exc))
         return
     monitor.check_untampered()
+    phases["compile"] = clock() - started
+    started = clock()
 
     output_fingerprints = []
     for trial, trial_seed in enumerate(seeds):
@@ -82,8 +90,10 @@ def run(job: dict, emit: Emit, control: Receiver) -> None:
         if trial > 0:
             del inputs
     monitor.check_untampered()
+    phases["trials"] = clock() - started
     emit(
         "outputs_ready",
+        phases=phases,
         launches=monitor.launches,
         input_fingerprints=input_fingerprints,
         output_fingerprints=output_fingerprints,

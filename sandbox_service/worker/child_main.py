@@ -1,7 +1,7 @@
 """Entry point of a child process: `python -m sandbox_service.worker.child_main ROLE BACKEND CTRL_FD REPORT_FD`.
 
-It imports torch and Triton ahead of need (so a warm child starts work at once), tells the server it is
-ready, waits for exactly one job, applies the job's resource limits, and runs it. The nonce arrives
+It pays every first-use cost ahead of need (imports, CUDA context, Triton's and cuBLAS's set-up; see
+harness.warm_up) so that a warm child starts work at once, tells the server it is ready, waits for exactly one job, applies the job's resource limits, and runs it. The nonce arrives
 with the job, before any untrusted code, and stays in a closure here.
 """
 
@@ -38,15 +38,9 @@ def _channel(report_fd: int, nonce: str):
 def main(argv: list[str]) -> int:
     role, backend, ctrl_fd, report_fd = argv[1], argv[2], int(argv[3]), int(argv[4])
     _limit(resource.RLIMIT_CORE, 0)
-    import torch
-    import triton  # noqa: F401 - imported ahead of need
+    from sandbox_service.worker.harness import warm_up
 
-    if backend == "cuda":
-        torch.empty(1, device="cuda")  # create the CUDA context before the job arrives
-    else:
-        from sandbox_service.worker.harness import enable_interpreter_autotune
-
-        enable_interpreter_autotune()
+    warm_up(backend)
     if role == "candidate":
         from sandbox_service.worker import candidate_runner as runner
     else:

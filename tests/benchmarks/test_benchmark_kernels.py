@@ -145,9 +145,15 @@ def test_overhead_is_duration_minus_all_timed_runs_of_both_models():
 def test_overhead_splits_into_until_verdict_and_the_timing_phase():
     options = EvalOptions(warmup_runs=3, timing_runs=100)
     result = _timed(ref_us=1000.0, cand_us=500.0, duration_s=4.0)
-    result.layers = [LayerResult("runtime", Outcome.PASSED, 3.0), LayerResult("correctness", Outcome.PASSED, 3.0)]
+    result.layers = [
+        LayerResult("compile", Outcome.PASSED, 1.0),
+        LayerResult("runtime", Outcome.PASSED, 1.5),
+        LayerResult("correctness", Outcome.PASSED, 0.5),
+    ]
     assert bench.until_verdict_s(result) == 3.0
     assert bench.timing_phase_overhead_s(result, options) == pytest.approx(4.0 - 3.0 - 0.1545)
+    result.layers = result.layers[1:]  # a verdict without its compile layer cannot be split
+    assert bench.until_verdict_s(result) is None
     assert bench.until_verdict_s(EvalResult(Status.CHEAT)) is None
 
 

@@ -81,6 +81,6 @@ def test_corrupted_cuda_context_costs_one_result(gpu_lane):
 
 def test_a_cache_that_skips_kernels_when_timed_is_caught(gpu_lane):
     # Fresh inputs in every trial pass correctness; the timed calls repeat one input and hit the cache.
-    result = run_isolated(REFERENCE, gpu_fixture("cache_by_pointer"), OPTIONS, gpu_lane)
+    result = run_isolated(REFERENCE, gpu_fixture("cache_by_input_object"), OPTIONS, gpu_lane)
     assert result.status == Status.CHEAT, (result.status, result.error)
     assert "work-skipped-when-timed" in {v.rule for v in result.violations}
