@@ -215,6 +215,21 @@ class SamplingSection(Section):
 
 
 @dataclasses.dataclass(frozen=True)
+class SampleSection(Section):
+    """The `sample` command's input. prompt: the text (used as is); prompt_file: a file holding it
+    (give one of the two); chat: wrap it as one user message in the tokenizer's chat template."""
+
+    prompt: str | None = None
+    prompt_file: str | None = None
+    chat: bool = False
+
+    def _problems(self) -> list[str]:
+        if self.prompt is not None and self.prompt_file is not None:
+            return ["give prompt or prompt_file, not both"]
+        return []
+
+
+@dataclasses.dataclass(frozen=True)
 class EvalSection(Section):
     """Which KernelBench problems to evaluate and how to report.
 
@@ -292,15 +307,132 @@ class RunSection(Section):
 
 
 @dataclasses.dataclass(frozen=True)
+class SFTSection(Section):
+    """Supervised fine-tuning (`python -m jaxrl.main sft`).
+
+    data: training JSONL; format: `chat` (rows with `messages`, or `prompt` and `completion`) or
+    `kernelbook` (`python_code`, `triton_code`, optional `reasoning`: prompted exactly as evaluation).
+    eval_data: held-out JSONL in the same format; without it, eval_fraction of data is held out
+    (0 = no eval loss). epochs over the data, capped at max_steps optimizer steps (0 = no cap; the
+    learning-rate schedule spans the capped run). batch_size: examples per optimizer step;
+    micro_batch_rows: packed rows per forward/backward, over the whole mesh (a step accumulates
+    gradients over as many micro-batches as its examples fill). max_seq_len: tokens per packed row;
+    an example longer than that is dropped or has its completion truncated (overlong).
+    logits_chunk: logits and loss computed on chunks of this many positions (0 = all at once; must
+    divide max_seq_len). eval_every / log_every: in steps (eval 0 = at the end only). seed: data order.
+    """
+
+    data: str | None = None
+    format: Literal["chat", "kernelbook"] = "chat"
+    eval_data: str | None = None
+    eval_fraction: float = 0.0
+    eval_every: int = 0
+    epochs: int = 1
+    max_steps: int = 0
+    batch_size: int = 16
+    micro_batch_rows: int = 1
+    max_seq_len: int = 4096
+    overlong: Literal["drop", "truncate"] = "drop"
+    logits_chunk: int = 0
+    log_every: int = 1
+    seed: int = 0
+
+    def _problems(self) -> list[str]:
+        problems = []
+        for name in ("data", "eval_data"):
+            value = getattr(self, name)
+            if value is not None and not value.strip():
+                problems.append(f"{name} must be null or a path")
+        if not 0.0 <= self.eval_fraction < 1.0:
+            problems.append(f"eval_fraction must be in [0, 1), got {self.eval_fraction}")
+        if self.eval_data is not None and self.eval_fraction > 0:
+            problems.append("give eval_data or eval_fraction, not both")
+        for name in ("epochs", "batch_size", "micro_batch_rows", "max_seq_len", "log_every"):
+            if getattr(self, name) < 1:
+                problems.append(f"{name} must be >= 1, got {getattr(self, name)}")
+        for name in ("eval_every", "max_steps", "logits_chunk"):
+            if getattr(self, name) < 0:
+                problems.append(f"{name} must be >= 0, got {getattr(self, name)}")
+        if self.logits_chunk > 0 and self.max_seq_len % self.logits_chunk:
+            problems.append(f"logits_chunk ({self.logits_chunk}) must divide max_seq_len ({self.max_seq_len})")
+        return problems
+
+
+@dataclasses.dataclass(frozen=True)
+class OptimSection(Section):
+    """AdamW: linear warmup from 0 to learning_rate, then cosine or linear decay to
+    min_lr_ratio x learning_rate at the last step (or constant); decoupled weight decay on matrices
+    only (not on norm scales); gradients clipped to max_grad_norm (global norm; 0 = off). The moments
+    are kept in float32 whatever the parameter dtype.
+    """
+
+    learning_rate: float = 1e-5
+    warmup_ratio: float = 0.0
+    decay: Literal["cosine", "linear", "constant"] = "cosine"
+    min_lr_ratio: float = 0.0
+    weight_decay: float = 0.0
+    b1: float = 0.9
+    b2: float = 0.999
+    eps: float = 1e-8
+    max_grad_norm: float = 1.0
+
+    def _problems(self) -> list[str]:
+        problems = []
+        if self.learning_rate <= 0:
+            problems.append(f"learning_rate must be > 0, got {self.learning_rate}")
+        if not 0.0 <= self.warmup_ratio < 1.0:
+            problems.append(f"warmup_ratio must be in [0, 1), got {self.warmup_ratio}")
+        if not 0.0 <= self.min_lr_ratio <= 1.0:
+            problems.append(f"min_lr_ratio must be in [0, 1], got {self.min_lr_ratio}")
+        if self.weight_decay < 0 or self.max_grad_norm < 0:
+            problems.append("weight_decay and max_grad_norm must be >= 0")
+        if not (0.0 <= self.b1 < 1.0 and 0.0 <= self.b2 < 1.0):
+            problems.append(f"b1 and b2 must be in [0, 1), got {self.b1}, {self.b2}")
+        if self.eps <= 0:
+            problems.append(f"eps must be > 0, got {self.eps}")
+        return problems
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckpointSection(Section):
+    """Orbax checkpoints in <run dir>/checkpoints: parameters, optimizer state, RNG, step and data
+    position. every: save every N steps (0 = only at the end); max_to_keep: newest checkpoints kept
+    (null = all); async_save: write in the background while training goes on; resume: continue from
+    the newest checkpoint of the run folder (set run.name to the interrupted run's name).
+    export_hf: write the trained policy as a Hugging Face folder <run dir>/hf at the end;
+    export_dtype: its weight dtype (null = the parameter dtype).
+    """
+
+    every: int = 500
+    max_to_keep: int | None = 2
+    async_save: bool = True
+    resume: bool = True
+    export_hf: bool = True
+    export_dtype: DType | None = None
+
+    def _problems(self) -> list[str]:
+        problems = []
+        if self.every < 0:
+            problems.append(f"every must be >= 0, got {self.every}")
+        if self.max_to_keep is not None and self.max_to_keep < 1:
+            problems.append(f"max_to_keep must be null or >= 1, got {self.max_to_keep}")
+        return problems
+
+
+@dataclasses.dataclass(frozen=True)
 class Config(Section):
     """The whole configuration: one field per section."""
 
     model: ModelSection = dataclasses.field(default_factory=ModelSection)
     mesh: MeshSection = dataclasses.field(default_factory=MeshSection)
     sampling: SamplingSection = dataclasses.field(default_factory=SamplingSection)
+    sample: SampleSection = dataclasses.field(default_factory=SampleSection)
     eval: EvalSection = dataclasses.field(default_factory=EvalSection)
     sandbox: SandboxSection = dataclasses.field(default_factory=SandboxSection)
     run: RunSection = dataclasses.field(default_factory=RunSection)
+    sft: SFTSection = dataclasses.field(default_factory=SFTSection)
+    optim: OptimSection = dataclasses.field(default_factory=OptimSection)
+    checkpoint: CheckpointSection = dataclasses.field(default_factory=CheckpointSection)
 
     def _problems(self) -> list[str]:
         if max(self.eval.k) > self.sampling.num_samples:
