@@ -159,3 +159,38 @@ def test_embedded_mode_starts_and_stops_a_local_server():
     finally:
         client.close()
     assert process.poll() is not None
+
+
+def test_graceful_shutdown_answers_everything_and_stops_serving():
+    server = SandboxServer(ServerConfig(port=0, backend="interpreter", workers=1, queue_capacity=4, warm=0, grace_s=1)).start()
+    stub = stub_for(server)
+    hang = request(fixture_candidate("timeout"), EvalOptions(trials=1, timeout_s=120))
+    answers: list = []
+
+    def call() -> None:
+        try:
+            answers.append(result_from_pb(stub.Evaluate(hang, timeout=60).result))
+        except grpc.RpcError as exc:
+            answers.append(exc.code())
+
+    callers = [threading.Thread(target=call) for _ in range(2)]  # one runs, one waits in the queue
+    for caller in callers:
+        caller.start()
+    time.sleep(3)
+    health = health_pb2_grpc.HealthStub(grpc.insecure_channel(server.address))
+    started = time.monotonic()
+    stopper = threading.Thread(target=server.stop, kwargs={"grace_s": 1})
+    stopper.start()
+    time.sleep(0.3)
+    try:  # while stopping the health service answers NOT_SERVING, or the server is already gone
+        status = health.Check(health_pb2.HealthCheckRequest(service=""), timeout=5).status
+    except grpc.RpcError:
+        status = None
+    assert status != health_pb2.HealthCheckResponse.SERVING
+    stopper.join()
+    for caller in callers:
+        caller.join()
+    assert time.monotonic() - started < 30, "a stop waits for the grace period, not for the evaluations"
+    assert len(answers) == 2
+    assert all(getattr(a, "status", None) == Status.INFRA_ERROR or isinstance(a, grpc.StatusCode) for a in answers)
+    assert any(getattr(a, "status", None) == Status.INFRA_ERROR for a in answers)
