@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import ast
 import dataclasses
-import json
 import os
 import re
 from collections.abc import Iterable
 from pathlib import Path
+
+from jaxrl.data.jsonl import read_objects
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 _REQUIRED_NAMES = ("Model", "get_inputs", "get_init_inputs")
@@ -95,21 +96,11 @@ def load_problems(
 
 def _read_jsonl(path: Path) -> list[Problem]:
     problems = []
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            where = f"{path}:{lineno}"
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{where}: not valid JSON: {exc}") from exc
-            if not isinstance(row, dict):
-                raise ValueError(f"{where}: expected a JSON object, got {type(row).__name__}")
-            missing = [k for k in ("level", "problem_id", "name", "code") if k not in row]
-            if missing:
-                raise ValueError(f"{where}: missing field(s) {', '.join(missing)}")
-            problems.append(Problem(row["level"], row["problem_id"], row["name"], row["code"], where))
+    for row, where in read_objects(path):
+        missing = [k for k in ("level", "problem_id", "name", "code") if k not in row]
+        if missing:
+            raise ValueError(f"{where}: missing field(s) {', '.join(missing)}")
+        problems.append(Problem(row["level"], row["problem_id"], row["name"], row["code"], where))
     return _check_unique(problems, path)
 
 

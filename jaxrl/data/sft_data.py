@@ -10,11 +10,11 @@ packing happen elsewhere.
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from jaxrl.data.jsonl import read_objects
 from jaxrl.data.prompts import PromptTemplate, build_messages, format_answer
 
 _ROLES = ("system", "user", "assistant")
@@ -121,18 +121,6 @@ def kernelbook_examples(
 
 
 def _rows(path: str | Path) -> Iterator[tuple[dict[str, Any], str]]:
-    path = Path(path)
-    if not path.is_file():
+    if not Path(path).is_file():
         raise FileNotFoundError(f"SFT data file not found: {path}")
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            where = f"{path}:{lineno}"
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{where}: not valid JSON: {exc}") from exc
-            if not isinstance(row, dict):
-                raise ValueError(f"{where}: expected a JSON object, got {type(row).__name__}")
-            yield row, where
+    yield from read_objects(path)
