@@ -195,7 +195,13 @@ def outputs_path(outputs_dir: str | Path, trial: int) -> Path:
 def save_outputs(tensors: list[torch.Tensor], path: Path) -> None:
     from safetensors.torch import save_file
 
-    save_file({str(i): t.detach().to("cpu").contiguous().clone() for i, t in enumerate(tensors)}, str(path))
+    def host_copy(t: torch.Tensor) -> torch.Tensor:
+        # A device tensor's .to("cpu") is already a fresh copy; a host tensor must be cloned so that no two
+        # saved outputs share storage (safetensors refuses that) and the file holds this moment's values.
+        t = t.detach()
+        return t.contiguous().clone() if t.device.type == "cpu" else t.to("cpu").contiguous()
+
+    save_file({str(i): host_copy(t) for i, t in enumerate(tensors)}, str(path))
 
 
 def load_outputs(path: Path, device: torch.device) -> list[torch.Tensor]:
