@@ -420,6 +420,88 @@ class CheckpointSection(Section):
 
 
 @dataclasses.dataclass(frozen=True)
+class GRPOSection(Section):
+    """GRPO with Hierarchical Reward Decomposition (`python -m jaxrl.main grpo`).
+
+    Tasks: KernelBench-format problems from dataset (None: the shared dataset) at levels/ids, shrunk
+    for the Triton interpreter with cpu_sized. Each step samples group_size completions for each of
+    tasks_per_step tasks (tasks_per_call tasks per generate call; the sandbox scores one call's
+    completions while the next is generated), then makes num_iterations optimizer updates over
+    micro-batches of micro_batch_rows sequences (rows padded to a multiple of row_multiple tokens).
+    max_steps: rollout steps. Sampling knobs (temperature, max_new_tokens, batch_size...) come from
+    the `sampling` section; its num_samples is replaced by group_size.
+    Advantages: advantage_estimator (grpo | drgrpo | rloo) with scale_rewards (group | batch | none;
+    null = the estimator's default). reward_mode hrd: plan tokens learn from alpha x A(R_speedup),
+    code tokens from A(R_correct); uniform: every token from A(uniform_beta R_correct + (1 -
+    uniform_beta) R_speedup). speedup_cap: R_speedup's ceiling. timed: whether the sandbox times
+    kernels; null = yes unless it is the CPU interpreter; false = every speedup counts as 1 (the
+    run's rewards.json says so).
+    Loss: PPO clip [1 - epsilon_low, 1 + epsilon_high], KL to the initial policy with weight beta
+    (0 = off) by kl_estimator (k1 | k2 | k3), loss_agg_mode (token-mean | seq-mean-token-mean |
+    seq-mean-token-sum-norm). reuse_sampler_logprobs: take the old logprobs from the sampler instead
+    of recomputing them (only valid at temperature 1). logits_chunk: must divide row_multiple.
+    """
+
+    dataset: str | None = None
+    levels: tuple[int, ...] = (1, 2)
+    ids: tuple[int, ...] | None = None
+    cpu_sized: bool = False
+    group_size: int = 8
+    tasks_per_step: int = 32
+    tasks_per_call: int = 4
+    max_steps: int = 100
+    num_iterations: int = 1
+    micro_batch_rows: int = 8
+    row_multiple: int = 256
+    logits_chunk: int = 0
+    reuse_sampler_logprobs: bool = False
+    advantage_estimator: Literal["grpo", "drgrpo", "rloo"] = "grpo"
+    scale_rewards: Literal["group", "batch", "none"] | None = None
+    reward_mode: Literal["hrd", "uniform"] = "hrd"
+    alpha: float = 0.1
+    uniform_beta: float = 0.3
+    speedup_cap: float = 2.0
+    timed: bool | None = None
+    epsilon_low: float = 0.2
+    epsilon_high: float = 0.2
+    beta: float = 0.0
+    kl_estimator: Literal["k1", "k2", "k3"] = "k3"
+    loss_agg_mode: Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm"] = "token-mean"
+    log_every: int = 1
+    seed: int = 0
+
+    def _problems(self) -> list[str]:
+        problems = []
+        if not self.levels or any(level < 1 for level in self.levels):
+            problems.append(f"levels must be a non-empty list of levels >= 1, got {list(self.levels)}")
+        if self.ids is not None and (not self.ids or any(i < 1 for i in self.ids)):
+            problems.append(f"ids must be null or a non-empty list of ids >= 1, got {list(self.ids)}")
+        if self.group_size < 2:
+            problems.append(f"group_size must be >= 2 (a group needs a baseline), got {self.group_size}")
+        for name in ("tasks_per_step", "tasks_per_call", "max_steps", "num_iterations", "micro_batch_rows",
+                     "row_multiple", "log_every"):
+            if getattr(self, name) < 1:
+                problems.append(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.logits_chunk < 0 or (self.logits_chunk and self.row_multiple % self.logits_chunk):
+            problems.append(f"logits_chunk must be 0 or divide row_multiple ({self.row_multiple}), "
+                            f"got {self.logits_chunk}")
+        if self.advantage_estimator == "drgrpo" and self.scale_rewards not in (None, "none"):
+            problems.append("advantage_estimator drgrpo never scales rewards: scale_rewards must be null or none")
+        if not self.alpha >= 0:
+            problems.append(f"alpha must be >= 0, got {self.alpha}")
+        if not 0.0 <= self.uniform_beta <= 1.0:
+            problems.append(f"uniform_beta must be in [0, 1], got {self.uniform_beta}")
+        if not self.speedup_cap > 0:
+            problems.append(f"speedup_cap must be > 0, got {self.speedup_cap}")
+        if not 0.0 <= self.epsilon_low < 1.0 or self.epsilon_high < 0:
+            problems.append(f"epsilon_low must be in [0, 1) and epsilon_high >= 0, got {self.epsilon_low}, "
+                            f"{self.epsilon_high}")
+        if self.beta < 0:
+            problems.append(f"beta must be >= 0, got {self.beta}")
+        return problems
+
+
+@dataclasses.dataclass(frozen=True)
 class Config(Section):
     """The whole configuration: one field per section."""
 
@@ -433,6 +515,7 @@ class Config(Section):
     sft: SFTSection = dataclasses.field(default_factory=SFTSection)
     optim: OptimSection = dataclasses.field(default_factory=OptimSection)
     checkpoint: CheckpointSection = dataclasses.field(default_factory=CheckpointSection)
+    grpo: GRPOSection = dataclasses.field(default_factory=GRPOSection)
 
     def _problems(self) -> list[str]:
         if max(self.eval.k) > self.sampling.num_samples:

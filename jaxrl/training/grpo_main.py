@@ -1,0 +1,165 @@
+"""`python -m jaxrl.main grpo`: a validated Config -> a policy trained by GRPO + HRD in <run.output_root>/<run.name>.
+
+The run folder holds config.yaml (the resolved config), rewards.json (the reward settings, stating
+whether speedups were measured or count as 1 on the CPU interpreter), metrics.jsonl and tensorboard/
+(per step), checkpoints/ (orbax: parameters, optimizer state, RNG, step and the task-order position)
+and hf/ (the trained policy as a Hugging Face folder). Running again with the same run.name resumes
+from the newest checkpoint (unless checkpoint.resume=false).
+
+The model, tokenizer and mesh are read as `sft` reads them (`model.source` may be `random:<preset>`).
+One process per host holds the parameters once: the sampler decodes with the train state's arrays
+(`Sampler.update_model` after every update), so there is no weight copy. With grpo.beta > 0 a frozen
+copy of the initial parameters is kept as the KL reference.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import jax
+from flax import nnx
+
+from jaxrl.config.loader import dump_config
+from jaxrl.config.schema import Config, ConfigError, GRPOSection, SandboxSection
+from jaxrl.data import build_messages, load_problems
+from jaxrl.data.prompts import render_prompt
+from jaxrl.evaluation.runner import eval_options, open_client
+from jaxrl.generators import mesh_from_section
+from jaxrl.sampling.sampler import Sampler, SamplerConfig, params_from_section
+from jaxrl.training.advantages import AdvantageConfig
+from jaxrl.training.checkpointing import Checkpointer
+from jaxrl.training.grpo import GRPOLoop, GRPOSettings, SandboxScorer, Task, make_grpo_loss
+from jaxrl.training.hrd import RewardModeConfig
+from jaxrl.training.losses import LossConfig
+from jaxrl.training.metrics_log import MetricsLogger
+from jaxrl.training.optim import make_optimizer
+from jaxrl.training.rewards import RewardConfig
+from jaxrl.training.sft import DataPosition
+from jaxrl.training.sft_main import (
+    CHECKPOINT_DIR, EXPORT_DIR, RANDOM_PREFIX, find_path, load_policy, load_policy_tokenizer, policy_config, run_directory,
+)
+from jaxrl.training.trainer import TrainStep, abstract_train_state, init_train_state, model_from_state
+
+log = logging.getLogger(__name__)
+
+
+def run(config: Config) -> int:
+    """Trains, checkpoints and exports as the config says; returns the process exit code (0)."""
+    settings = config.grpo
+    run_dir = run_directory(config.run, "grpo")
+    mesh = mesh_from_section(config.mesh)
+    tokenizer = load_policy_tokenizer(config.model)
+    tasks = load_tasks(settings, tokenizer)
+    updates = settings.max_steps * settings.num_iterations
+    optimizer, schedule = make_optimizer(config.optim, updates)
+    model_config = policy_config(config.model, tokenizer)
+    if config.model.source.startswith(RANDOM_PREFIX):
+        # A random preset's position limit is nominal (RoPE has no table): widen it to the prompts + completions.
+        needed = config.sampling.max_prompt_tokens + config.sampling.max_new_tokens
+        model_config = model_config.replace(max_position_embeddings=max(model_config.max_position_embeddings, needed))
+    loss_config = LossConfig(
+        epsilon_low=settings.epsilon_low, epsilon_high=settings.epsilon_high, beta=settings.beta,
+        kl_estimator=settings.kl_estimator, loss_agg_mode=settings.loss_agg_mode,
+        max_completion_length=config.sampling.max_new_tokens,
+    )
+    reward_config = RewardConfig(speedup_cap=settings.speedup_cap,
+                                 timing_available=timing_available(settings, config.sandbox))
+
+    checkpointer = Checkpointer(
+        run_dir / CHECKPOINT_DIR, max_to_keep=config.checkpoint.max_to_keep, async_save=config.checkpoint.async_save
+    )
+    latest = checkpointer.latest_step()
+    if latest is not None and not config.checkpoint.resume:
+        raise ConfigError(f"{run_dir} already has checkpoints (step {latest}); pick another run.name or resume")
+    if latest is not None:
+        graphdef, target, shardings = abstract_train_state(model_config, optimizer, mesh)
+        state, meta = checkpointer.restore(target, latest)
+        position = DataPosition.from_dict(meta["data_position"])
+        log.info("resuming %s from update %d at %s", run_dir, latest, position)
+        # The KL reference is the initial policy, read again from model.source.
+        ref_params = (nnx.to_pure_dict(nnx.split(load_policy(config.model, model_config, mesh, seed=settings.seed))[1])
+                      if settings.beta > 0 else None)
+    else:
+        model = load_policy(config.model, model_config, mesh, seed=settings.seed)
+        graphdef, state, shardings = init_train_state(model, optimizer, mesh, settings.seed)
+        del model
+        position = DataPosition()
+        # A frozen copy: the train state's own arrays are donated to each update.
+        ref_params = jax.tree.map(lambda x: x.copy(), state.params) if settings.beta > 0 else None
+    if jax.process_index() == 0:
+        dump_config(config, run_dir / "config.yaml")
+        (run_dir / "rewards.json").write_text(json.dumps(reward_config.metadata(), indent=2) + "\n")
+
+    sampler = Sampler(model_from_state(graphdef, state), tokenizer, SamplerConfig.from_section(config.sampling),
+                      mesh=mesh)
+    options = eval_options(config.sandbox)
+    if not reward_config.timing_available:
+        import dataclasses
+
+        options = dataclasses.replace(options, time=False)
+    client = open_client(config.sandbox)
+    scorer = SandboxScorer(client, options, config.sandbox.max_concurrency)
+    logger = MetricsLogger(run_dir, start_step=int(state.step) // settings.num_iterations,
+                           enabled=jax.process_index() == 0)
+    loop = GRPOLoop(
+        settings=GRPOSettings(
+            tasks_per_step=settings.tasks_per_step, micro_batch_rows=settings.micro_batch_rows,
+            total_steps=settings.max_steps, num_iterations=settings.num_iterations,
+            tasks_per_call=settings.tasks_per_call, row_multiple=settings.row_multiple,
+            logits_chunk=settings.logits_chunk, reuse_sampler_logprobs=settings.reuse_sampler_logprobs,
+            log_every=settings.log_every, checkpoint_every=config.checkpoint.every, seed=settings.seed,
+        ),
+        step_fn=TrainStep(graphdef, make_grpo_loss(loss_config, settings.logits_chunk), optimizer, mesh, shardings),
+        generator=sampler,
+        scorer=scorer,
+        tasks=tasks,
+        sampling=params_from_section(config.sampling, num_samples=settings.group_size),
+        loss_config=loss_config,
+        advantage_config=AdvantageConfig(settings.advantage_estimator, settings.scale_rewards),
+        reward_mode=RewardModeConfig(settings.reward_mode, settings.alpha, settings.uniform_beta),
+        reward_config=reward_config,
+        schedule=schedule,
+        ref_params=ref_params,
+        checkpointer=checkpointer,
+        logger=logger,
+    )
+    try:
+        state, position = loop.run(state, position)
+        if config.checkpoint.export_hf:
+            from jaxrl.checkpoint import export_hf
+
+            export_hf(
+                model_from_state(graphdef, state), model_config, run_dir / EXPORT_DIR,
+                dtype=config.checkpoint.export_dtype, tokenizer=tokenizer,
+            )
+    finally:
+        scorer.close()
+        client.close()
+        logger.close()
+        checkpointer.close()
+    print(f"grpo: {settings.max_steps} steps done; run folder {run_dir}")
+    return 0
+
+
+def load_tasks(settings: GRPOSection, tokenizer) -> list[Task]:
+    """The configured KernelBench-format problems as tasks, prompted exactly as evaluation prompts them."""
+    source = None if settings.dataset is None else find_path(settings.dataset)
+    problems = load_problems(source, settings.levels, settings.ids, settings.cpu_sized)
+    if not problems:
+        raise ConfigError("grpo: the task selection is empty")
+    return [Task(p.key, render_prompt(tokenizer, build_messages(p.code)), p.code) for p in problems]
+
+
+def timing_available(settings: GRPOSection, sandbox: SandboxSection) -> bool:
+    """Whether the sandbox times kernels: grpo.timed, or when null: not on the CPU interpreter (an
+    embedded `auto` sandbox uses the interpreter when torch sees no CUDA device)."""
+    if settings.timed is not None:
+        return settings.timed
+    if sandbox.backend != "auto":
+        return sandbox.backend == "cuda"
+    if sandbox.targets:
+        return True
+    import torch
+
+    return bool(torch.cuda.is_available())

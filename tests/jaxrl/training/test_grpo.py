@@ -1,0 +1,195 @@
+"""GRPO loop on a tiny random model with a character tokenizer and synthetic rewards (no sandbox)."""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+import pytest
+
+from jaxrl import sharding as shd
+from jaxrl.config.schema import OptimSection
+from jaxrl.models.config import tiny_llama
+from jaxrl.models.transformer import init_model
+from jaxrl.sampling.api import Completion, SamplingParams
+from jaxrl.sampling.sampler import Sampler, SamplerConfig
+from jaxrl.training.advantages import AdvantageConfig
+from jaxrl.training.grpo import (
+    FunctionScorer, GRPOLoop, GRPOSettings, Task, build_rows, make_grpo_loss, token_offsets,
+)
+from jaxrl.training.hrd import RewardModeConfig
+from jaxrl.training.losses import LossConfig
+from jaxrl.training.optim import make_optimizer
+from jaxrl.training.rewards import RewardConfig
+from jaxrl.training.sft import DataPosition
+from jaxrl.training.trainer import TrainStep, init_train_state
+
+from grpo_helpers import EOS, ToyTokenizer
+
+LOWER = set(range(ord("a"), ord("z") + 1))
+
+
+def ok(valid=True):
+    return {"status": "ok", "valid": True, "correct": True, "speedup": None}
+
+
+def wrong():
+    return {"status": "incorrect", "valid": True, "correct": False, "speedup": None}
+
+
+def lower_first(task: Task, completion: Completion):
+    """Reward 1 when the completion starts with a lowercase letter."""
+    return ok() if completion.text[:1] and ord(completion.text[0]) in LOWER else wrong()
+
+
+def make_loop(mesh, scorer, *, steps=1, lr=1e-2, group=8, max_new=4, micro_rows=8, tasks=2,
+              num_iterations=1, beta=0.0, seed=0, reuse=False):
+    config = tiny_llama(eos_token_ids=(EOS,))
+    model = init_model(config, seed=seed, mesh=mesh)
+    optimizer, schedule = make_optimizer(OptimSection(learning_rate=lr, decay="constant", max_grad_norm=1.0),
+                                         steps * num_iterations)
+    graphdef, state, shardings = init_train_state(model, optimizer, mesh, seed)
+    loss_config = LossConfig(beta=beta)
+    step_fn = TrainStep(graphdef, make_grpo_loss(loss_config), optimizer, mesh, shardings)
+    sampler = Sampler(model, ToyTokenizer(), SamplerConfig(max_batch_size=group * tasks, min_length_bucket=16),
+                      mesh=mesh)
+    task_list = [Task(f"t{i}", f"q{i}:", "ref") for i in range(tasks)]
+    settings = GRPOSettings(tasks_per_step=tasks, micro_batch_rows=micro_rows, total_steps=steps,
+                            num_iterations=num_iterations, tasks_per_call=tasks, row_multiple=16,
+                            reuse_sampler_logprobs=reuse)
+    ref = jax.tree.map(lambda x: x.copy(), state.params) if beta > 0 else None
+    loop = GRPOLoop(
+        settings=settings, step_fn=step_fn, generator=sampler, scorer=scorer, tasks=task_list,
+        sampling=SamplingParams(temperature=1.0, max_new_tokens=max_new, num_samples=group, seed=seed),
+        loss_config=loss_config, advantage_config=AdvantageConfig("grpo"), reward_mode=RewardModeConfig("hrd"),
+        reward_config=RewardConfig(timing_available=False), schedule=schedule, ref_params=ref, progress=False,
+    )
+    return loop, state
+
+
+def test_synthetic_reward_rises():
+    mesh = shd.single_device_mesh()
+    loop, state = make_loop(mesh, FunctionScorer(lower_first), steps=12, lr=2e-2)
+    rewards = []
+    position = DataPosition()
+    for step in range(12):
+        state, position, values = loop.train_step(state, position, step)
+        rewards.append(values["reward/correct_mean"])
+    assert np.mean(rewards[-3:]) > np.mean(rewards[:3]) + 0.3, rewards
+
+
+def test_ratio_is_one_at_first_update():
+    mesh = shd.single_device_mesh()
+    loop, state = make_loop(mesh, FunctionScorer(lower_first), num_iterations=2)
+    _, _, values = loop.train_step(state, DataPosition(), 0)
+    assert values["train/ratio_mean"] == pytest.approx(1.0, abs=1e-6)
+    assert values["train/approx_kl"] == pytest.approx(0.0, abs=1e-6)
+    assert values["train/clip_fraction"] == 0.0
+    assert values["train/loss_tokens"] > 0
+
+
+def test_sampler_logprobs_at_temperature_one_match_the_recompute():
+    """reuse_sampler_logprobs (T = 1): the sampler's logprobs are the policy's, so the ratio is 1 too."""
+    mesh = shd.single_device_mesh()
+    loop, state = make_loop(mesh, FunctionScorer(lower_first), reuse=True)
+    _, _, values = loop.train_step(state, DataPosition(), 0)
+    assert values["train/ratio_mean"] == pytest.approx(1.0, abs=1e-4)
+    assert values["train/approx_kl"] < 1e-6
+
+
+def test_kl_to_the_frozen_initial_policy():
+    """With beta > 0 the reference is the initial policy: KL 0 at the first update, > 0 after it."""
+    mesh = shd.single_device_mesh()
+    loop, state = make_loop(mesh, FunctionScorer(lower_first), beta=0.1, lr=5e-2)
+    state, position, first = loop.train_step(state, DataPosition(), 0)
+    _, _, second = loop.train_step(state, position, 1)
+    assert first["train/ref_kl"] == pytest.approx(0.0, abs=1e-6)
+    assert second["train/ref_kl"] > 1e-4
+
+
+def test_infra_failures_are_masked():
+    """Samples whose verdict is infra_error (or missing) get no advantage, no loss weight, no statistics."""
+    calls = []
+
+    def scorer(task, completion):
+        calls.append(completion)
+        k = len(calls) - 1
+        if k % 4 == 0:
+            return {"status": "infra_error", "valid": False, "correct": False}
+        if k % 4 == 1:
+            return None
+        return lower_first(task, completion)
+
+    mesh = shd.single_device_mesh()
+    loop, state = make_loop(mesh, FunctionScorer(scorer), group=4)
+    _, _, values = loop.train_step(state, DataPosition(), 0)
+    assert values["rate/usable"] == 0.5 and values["rate/infra_error"] == 0.5
+    usable = [c for k, c in enumerate(calls) if k % 4 >= 2]
+    assert values["train/loss_tokens"] == sum(len(c.token_ids) for c in usable)  # token-mean denominator
+    expected = np.mean([lower_first(None, c)["status"] == "ok" for c in usable])
+    assert values["reward/correct_mean"] == pytest.approx(expected)  # statistics over usable samples only
+
+
+def test_unusable_samples_get_no_gradient():
+    """Every verdict an infra failure: nothing counts, the loss and the gradient are exactly zero."""
+    mesh = shd.single_device_mesh()
+    loop, state = make_loop(mesh, FunctionScorer(lambda t, c: None), group=4)
+    _, _, values = loop.train_step(state, DataPosition(), 0)
+    assert values["rate/usable"] == 0.0
+    assert values["train/loss_tokens"] == 0 and values["train/loss"] == 0 and values["train/grad_norm"] == 0
+
+
+def test_build_rows_masks_unusable_samples():
+    from jaxrl.training.grpo import Rollout
+
+    comps = [[Completion("ab", (70, 71), (-1.0, -1.0), "length"), Completion("c", (72,), (-1.0,), "length")]]
+    rollout = Rollout([Task("t", "q", "r")], [[5, 6, 7]], comps, [[ok(), None]],
+                      [[np.array([2, 2]), np.array([2])]], 0.0, 0.0)
+    rows = build_rows(rollout, [np.array([0.5, 0.5], np.float32), np.array([9.0], np.float32)],
+                      np.array([True, False]), row_multiple=8, rows_multiple=4)
+    assert rows["tokens"].shape == (4, 8)
+    np.testing.assert_array_equal(rows["tokens"][0, :5], [5, 6, 7, 70, 71])
+    np.testing.assert_array_equal(rows["targets"][0, :4], [6, 7, 70, 71])
+    np.testing.assert_array_equal(rows["mask"][0], [0, 0, 1, 1, 0, 0, 0, 0])
+    np.testing.assert_array_equal(rows["advantages"][0, 2:4], [0.5, 0.5])
+    assert rows["mask"][1:].sum() == 0 and rows["advantages"][1:].sum() == 0
+
+
+def test_token_offsets_by_incremental_decoding():
+    tok = ToyTokenizer()
+    ids = tok("ab c")["input_ids"] + [EOS]
+    assert token_offsets(tok.decode, ids, "ab c") == [(0, 1), (1, 2), (2, 3), (3, 4), (4, 4)]
+    # A stop string cut the text short: offsets are clamped into it.
+    assert token_offsets(tok.decode, ids, "ab") == [(0, 1), (1, 2), (2, 2), (2, 2), (2, 2)]
+
+
+def test_token_offsets_with_a_byte_level_tokenizer():
+    """SmolLM2's byte-level BPE: offsets tile the text, a split multi-byte character goes to the token
+    that completes it, and each end equals the exact prefix decoding."""
+    from jaxrl.checkpoint import load_tokenizer
+    from jaxrl.generators import resolve_source
+
+    tok = load_tokenizer(resolve_source("smollm2-135m")[1])
+    text = "<think>plan: héllo → 世界 🙂</think>\n```python\nx = 1\n```"
+    ids = tok(text, add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
+
+    def decode(i):
+        return tok.decode(list(i), skip_special_tokens=True)
+
+    offsets = token_offsets(decode, ids, text)
+    assert "".join(text[a:b] for a, b in offsets) == text
+    assert [b for _, b in offsets] == [len(decode(ids[: i + 1]).rstrip("\ufffd")) for i in range(len(ids))]
+    assert offsets[-1][0] == offsets[-1][1]  # EOS: zero width
+
+
+def test_eight_devices_match_one_device():
+    """One GRPO step on a data=2 x fsdp=4 mesh gives the loss and parameters of one device."""
+    results = []
+    for mesh in (shd.single_device_mesh(), shd.make_mesh(shd.MeshConfig(data=2, fsdp=4, tensor=1))):
+        loop, state = make_loop(mesh, FunctionScorer(lower_first), group=4, micro_rows=8)
+        new_state, _, values = loop.train_step(state, DataPosition(), 0)
+        results.append((values, jax.device_get(new_state.params)))
+    (v1, p1), (v8, p8) = results
+    assert v1["reward/correct_mean"] == v8["reward/correct_mean"]
+    assert v8["train/loss"] == pytest.approx(v1["train/loss"], rel=1e-4, abs=1e-6)
+    for a, b in zip(jax.tree.leaves(p1), jax.tree.leaves(p8)):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
