@@ -37,7 +37,7 @@ from jaxrl.training.optim import make_optimizer
 from jaxrl.training.rewards import RewardConfig
 from jaxrl.training.sft import DataPosition
 from jaxrl.training.sft_main import (
-    CHECKPOINT_DIR, EXPORT_DIR, RANDOM_PREFIX, find_path, load_policy, load_policy_tokenizer, policy_config, run_directory,
+    CHECKPOINT_DIR, RANDOM_PREFIX, export_policy, find_path, load_policy, load_policy_tokenizer, policy_config, run_directory,
 )
 from jaxrl.training.trainer import TrainStep, abstract_train_state, init_train_state, model_from_state
 
@@ -126,13 +126,7 @@ def run(config: Config) -> int:
     )
     try:
         state, position = loop.run(state, position)
-        if config.checkpoint.export_hf:
-            from jaxrl.checkpoint import export_hf
-
-            export_hf(
-                model_from_state(graphdef, state), model_config, run_dir / EXPORT_DIR,
-                dtype=config.checkpoint.export_dtype, tokenizer=tokenizer,
-            )
+        export_policy(config, model_from_state(graphdef, state), model_config, run_dir, tokenizer)
     finally:
         scorer.close()
         client.close()

@@ -100,18 +100,20 @@ def run(config: Config) -> int:
     )
     try:
         state, position = loop.run(state, position)
-        if config.checkpoint.export_hf:
-            from jaxrl.checkpoint import export_hf
-
-            export_hf(
-                model_from_state(graphdef, state), model_config, run_dir / EXPORT_DIR,
-                dtype=config.checkpoint.export_dtype, tokenizer=tokenizer,
-            )
+        export_policy(config, model_from_state(graphdef, state), model_config, run_dir, tokenizer)
     finally:
         logger.close()
         checkpointer.close()
     print(f"sft: {total_steps} steps done; run folder {run_dir}")
     return 0
+
+
+def export_policy(config: Config, model, model_config: ModelConfig, run_dir: Path, tokenizer: Any) -> None:
+    """The trained policy as a Hugging Face folder (`run_dir/hf`), when checkpoint.export_hf asks for it."""
+    if config.checkpoint.export_hf:
+        from jaxrl.checkpoint import export_hf
+
+        export_hf(model, model_config, run_dir / EXPORT_DIR, dtype=config.checkpoint.export_dtype, tokenizer=tokenizer)
 
 
 def run_directory(section: RunSection, prefix: str) -> Path:
