@@ -41,7 +41,7 @@ from jaxrl.sampling.api import Completion, SamplingParams
 from jaxrl.training.advantages import AdvantageConfig
 from jaxrl.training.checkpointing import Checkpointer
 from jaxrl.training.hrd import CODE, PLAN, RewardModeConfig, segment_tokens, sequence_advantages, token_advantages
-from jaxrl.training.logprobs import token_logprobs
+from jaxrl.training.logprobs import token_logprobs, token_logprobs_and_entropy
 from jaxrl.training.losses import LossConfig, LossOutput, policy_loss, summarize_metrics
 from jaxrl.training.metrics_log import MetricsLogger, to_number
 from jaxrl.training.rewards import RewardConfig, score_results
@@ -274,14 +274,15 @@ def split_micro(rows: dict[str, np.ndarray], micro_batch_rows: int) -> list[dict
 
 def make_grpo_loss(config: LossConfig, logits_chunk: int = 0) -> LossFn:
     """The PPO-clip (+ KL) loss of `losses.policy_loss` on rows built by `build_rows`; micro-batches
-    hold `old_logprobs` (and `ref_logprobs` when the KL term or its report is wanted)."""
+    hold `old_logprobs` (and `ref_logprobs` when the KL term or its report is wanted). The policy's
+    per-token entropy is reported as the metric `entropy` (no gradient: not an entropy bonus)."""
 
     def grpo_loss(model, batch, rng) -> LossOutput:
         del rng
-        logp = token_logprobs(model, batch["tokens"], batch["positions"], batch["segment_ids"], batch["targets"],
-                              logits_chunk)
+        logp, entropy = token_logprobs_and_entropy(model, batch["tokens"], batch["positions"], batch["segment_ids"],
+                                                   batch["targets"], logits_chunk)
         return policy_loss(logp, batch["old_logprobs"], batch["advantages"], batch["mask"], config,
-                           ref_logprobs=batch.get("ref_logprobs"))
+                           ref_logprobs=batch.get("ref_logprobs"), entropy=jax.lax.stop_gradient(entropy))
 
     return grpo_loss
 
@@ -496,6 +497,7 @@ class GRPOLoop:
             "train/ratio_mean": float(summary["ratio"]),
             "train/approx_kl": float(summary["approx_kl"]),
             "train/clip_fraction": float(summary["clip_low"] + summary["clip_high"]),
+            "train/entropy": float(summary["entropy"]),
             "time/generation_s": rollout.generation_s,
             "time/sandbox_wait_s": rollout.scoring_wait_s,
             "time/update_s": update_s,

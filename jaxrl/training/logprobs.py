@@ -4,6 +4,10 @@ The float32 logits of a whole row ([B, T, V]: 10 GB for one 16k-token row of Qwe
 vocabulary) need not exist at once: with `chunk` > 0 the final hidden states are projected and
 reduced `chunk` positions at a time, and each chunk is rematerialised in the backward pass, so the
 peak is one chunk's logits. Used by the SFT loss and by GRPO (policy and reference log-probs).
+
+`token_logprobs_and_entropy` also returns the entropy of each next-token distribution, from the same
+chunk of logits (no second projection). It is a metric (GRPO logs it to watch for entropy collapse),
+so it carries no gradient: the backward pass of the log-probs is unchanged by asking for it.
 """
 
 from __future__ import annotations
@@ -23,22 +27,55 @@ def token_logprobs(
     chunk: int = 0,
 ) -> jax.Array:
     """float32 [B, T]: log p(targets[b, t] | tokens of the same segment up to t); chunk 0 = no chunking."""
+    return _chunked(model, tokens, positions, segment_ids, targets, chunk, with_entropy=False)[0]
+
+
+def token_logprobs_and_entropy(
+    model: Transformer,
+    tokens: jax.Array,
+    positions: jax.Array,
+    segment_ids: jax.Array,
+    targets: jax.Array,
+    chunk: int = 0,
+) -> tuple[jax.Array, jax.Array]:
+    """float32 ([B, T] log-probs as `token_logprobs`, [B, T] entropy -sum_v p_v log p_v of the policy's
+    next-token distribution at each position, under stop_gradient)."""
+    logp, entropy = _chunked(model, tokens, positions, segment_ids, targets, chunk, with_entropy=True)
+    return logp, entropy
+
+
+def _chunked(
+    model: Transformer,
+    tokens: jax.Array,
+    positions: jax.Array,
+    segment_ids: jax.Array,
+    targets: jax.Array,
+    chunk: int,
+    with_entropy: bool,
+) -> tuple[jax.Array, ...]:
     hidden, _ = model.hidden_states(tokens, positions, segment_ids=segment_ids)
     batch, time, width = hidden.shape
     if targets.shape != (batch, time):
         raise ValueError(f"targets must be {(batch, time)}, got {targets.shape}")
 
-    def chunk_logprobs(h: jax.Array, y: jax.Array) -> jax.Array:
+    def reduce_chunk(h: jax.Array, y: jax.Array) -> tuple[jax.Array, ...]:
         logits = model.logits(h)
+        lse = jax.nn.logsumexp(logits, axis=-1)
         picked = jnp.take_along_axis(logits, y[..., None].astype(jnp.int32), axis=-1)[..., 0]
-        return picked - jax.nn.logsumexp(logits, axis=-1)
+        if not with_entropy:
+            return (picked - lse,)
+        z = jax.lax.stop_gradient(logits)
+        z_lse = jax.lax.stop_gradient(lse)
+        # H = -sum p log p with log p = z - lse; p underflowing to 0 contributes exactly 0.
+        entropy = -jnp.sum(jnp.exp(z - z_lse[..., None]) * (z - z_lse[..., None]), axis=-1)
+        return picked - lse, entropy
 
     if chunk <= 0 or chunk >= time:
-        return chunk_logprobs(hidden, targets)
+        return reduce_chunk(hidden, targets)
     if time % chunk:
         raise ValueError(f"chunk {chunk} must divide the sequence length {time}")
     n = time // chunk
     hs = hidden.reshape(batch, n, chunk, width).swapaxes(0, 1)
     ys = targets.reshape(batch, n, chunk).swapaxes(0, 1)
-    out = jax.lax.map(jax.checkpoint(lambda hy: chunk_logprobs(*hy)), (hs, ys))
-    return out.swapaxes(0, 1).reshape(batch, time)
+    outs = jax.lax.map(jax.checkpoint(lambda hy: reduce_chunk(*hy)), (hs, ys))
+    return tuple(out.swapaxes(0, 1).reshape(batch, time) for out in outs)

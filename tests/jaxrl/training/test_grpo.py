@@ -18,6 +18,7 @@ from jaxrl.training.grpo import (
 )
 from jaxrl.training.hrd import RewardModeConfig
 from jaxrl.training.losses import LossConfig
+from jaxrl.training.metrics_log import MetricsLogger, read_metrics
 from jaxrl.training.optim import make_optimizer
 from jaxrl.training.rewards import RewardConfig
 from jaxrl.training.sft import DataPosition
@@ -85,6 +86,19 @@ def test_ratio_is_one_at_first_update():
     assert values["train/approx_kl"] == pytest.approx(0.0, abs=1e-6)
     assert values["train/clip_fraction"] == 0.0
     assert values["train/loss_tokens"] > 0
+
+
+def test_policy_entropy_is_logged(tmp_path):
+    """The policy's mean token entropy is a step metric and a metrics.jsonl field; the random tiny model's
+    next-token distributions are nearly uniform over its 128 ids, so it is close to log(128)."""
+    mesh = shd.single_device_mesh()
+    loop, state = make_loop(mesh, FunctionScorer(lower_first))
+    with MetricsLogger(tmp_path, tensorboard=False) as logger:
+        loop.logger = logger
+        loop.run(state, DataPosition())
+    (record,) = read_metrics(tmp_path)
+    assert record["train/entropy"] == pytest.approx(np.log(128), abs=0.05)
+    assert record["train/entropy"] <= np.log(128) + 1e-5
 
 
 def test_sampler_logprobs_at_temperature_one_match_the_recompute():
