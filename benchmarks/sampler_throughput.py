@@ -30,7 +30,6 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -40,6 +39,9 @@ from typing import Any
 REPO_ROOT = Path(__file__).resolve().parents[1]
 if str(REPO_ROOT) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(REPO_ROOT))
+
+from benchmarks import subprocess_parts  # noqa: E402
+from benchmarks.subprocess_parts import fmt, log  # noqa: E402
 
 PRESETS = {"8b": "qwen3_8b", "0.6b": "qwen3_0_6b", "tiny": "tiny_qwen3"}
 TARGET_ROOFLINE, TARGET_SPEEDUP = 0.5, 3.0
@@ -52,10 +54,6 @@ def model_config(name: str, attention: str = "auto"):
         raise SystemExit(f"unknown model {name!r}; choose from {', '.join(PRESETS)}")
     # bf16 everywhere (also for the tiny CPU run, so the same code paths run)
     return getattr(presets, PRESETS[name])(dtype="bfloat16", param_dtype="bfloat16", attention_impl=attention)
-
-
-def log(text: str) -> None:
-    print(text, file=sys.stderr, flush=True)
 
 
 # ---------------------------------------------------------------------- roofline
@@ -247,40 +245,11 @@ PARTS = {"jax": jax_part, "torch": torch_part, "load": load_part}
 
 def run_part(part: str, model: str, args: argparse.Namespace, deadline: float) -> dict[str, Any]:
     """One part in a fresh interpreter; its JSON result, or {"error": ...}."""
-    remaining = deadline - time.monotonic()
-    if remaining < 20:
-        return {"error": "skipped: time budget spent"}
-    with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as handle:
-        result_path = Path(handle.name)
-    argv = [sys.executable, str(Path(__file__).resolve()), "--part", part, "--models", model,
-            "--part-out", str(result_path), "--batch", str(args.batch), "--prompt-len", str(args.prompt_len),
-            "--new-tokens", str(args.new_tokens), "--attention", args.attention, "--repeats", str(args.repeats),
-            "--copy-gb", str(args.copy_gb), "--scratch", args.scratch]
-    start = time.monotonic()
-    try:
-        done = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=remaining)
-        output = done.stdout
-        if done.returncode == 0 and result_path.stat().st_size:
-            result = json.loads(result_path.read_text())
-        else:
-            result = {"error": f"exit {done.returncode}: " + "\n".join(output.strip().splitlines()[-15:])}
-    except subprocess.TimeoutExpired as exc:
-        output = exc.stdout or ""
-        output = output.decode() if isinstance(output, bytes) else output
-        result = {"error": f"timed out after {remaining:.0f} s"}
-    finally:
-        result_path.unlink(missing_ok=True)
-    progress = [line for line in output.splitlines() if line.startswith(f"[{part} ")]
-    for line in progress:
-        log(line)
-    result["wall_s"] = time.monotonic() - start
-    if "error" in result:
-        log(f"[{part} {model}] FAILED: {result['error']}")
-    return result
-
-
-def _fmt(value: Any, spec: str) -> str:
-    return "-" if value is None else format(value, spec)
+    return subprocess_parts.run_part(Path(__file__), part, model, [
+        "--batch", str(args.batch), "--prompt-len", str(args.prompt_len), "--new-tokens", str(args.new_tokens),
+        "--attention", args.attention, "--repeats", str(args.repeats), "--copy-gb", str(args.copy_gb),
+        "--scratch", args.scratch,
+    ], deadline)
 
 
 def summary(document: dict[str, Any]) -> str:
@@ -297,11 +266,11 @@ def summary(document: dict[str, Any]) -> str:
         entry["speedup_decode"], entry["speedup_e2e"] = speed_dec, speed_e2e
         frac = j.get("roofline_fraction")
         lines.append(
-            f"{name:<6}{j.get('attention', '-'):<10}{_fmt(j.get('prefill_s'), '.2f'):>10}"
-            f"{_fmt(j.get('decode_tokens_per_s'), '.0f'):>13}{_fmt(j.get('e2e_tokens_per_s'), '.0f'):>11}"
-            f"{_fmt(j.get('roofline_tokens_per_s'), '.0f'):>10}{_fmt(None if frac is None else 100 * frac, '.0f'):>8}"
-            f"{_fmt(t.get('e2e_tokens_per_s'), '.0f'):>11}{_fmt(t.get('decode_tokens_per_s'), '.0f'):>11}"
-            f"{_fmt(speed_dec, '.1f'):>7}{_fmt(speed_e2e, '.1f'):>7}"
+            f"{name:<6}{j.get('attention', '-'):<10}{fmt(j.get('prefill_s'), '.2f'):>10}"
+            f"{fmt(j.get('decode_tokens_per_s'), '.0f'):>13}{fmt(j.get('e2e_tokens_per_s'), '.0f'):>11}"
+            f"{fmt(j.get('roofline_tokens_per_s'), '.0f'):>10}{fmt(None if frac is None else 100 * frac, '.0f'):>8}"
+            f"{fmt(t.get('e2e_tokens_per_s'), '.0f'):>11}{fmt(t.get('decode_tokens_per_s'), '.0f'):>11}"
+            f"{fmt(speed_dec, '.1f'):>7}{fmt(speed_e2e, '.1f'):>7}"
         )
         for part in ("jax", "torch"):
             if "error" in entry.get(part, {}):

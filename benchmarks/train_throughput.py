@@ -35,9 +35,7 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -45,6 +43,9 @@ from typing import Any
 REPO_ROOT = Path(__file__).resolve().parents[1]
 if str(REPO_ROOT) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(REPO_ROOT))
+
+from benchmarks import subprocess_parts  # noqa: E402
+from benchmarks.subprocess_parts import fmt, log  # noqa: E402
 
 PRESETS = {"8b": "qwen3_8b", "0.6b": "qwen3_0_6b", "tiny": "tiny_qwen3"}
 TARGET_MFU_8B, TARGET_SPEEDUP_06B = 0.5, 2.0
@@ -57,10 +58,6 @@ def model_config(name: str, args: argparse.Namespace):
         raise SystemExit(f"unknown model {name!r}; choose from {', '.join(PRESETS)}")
     return getattr(presets, PRESETS[name])(dtype="bfloat16", param_dtype=args.param_dtype, remat=args.remat,
                                            attention_impl=args.attention)
-
-
-def log(text: str) -> None:
-    print(text, file=sys.stderr, flush=True)
 
 
 # ---------------------------------------------------------------------- flops
@@ -267,46 +264,15 @@ PARTS = {"jax": jax_part, "torch": torch_part}
 
 def run_part(part: str, model: str, args: argparse.Namespace, deadline: float) -> dict[str, Any]:
     """One part in a fresh interpreter; its JSON result, or {"error": ...}."""
-    remaining = deadline - time.monotonic()
-    if remaining < 20:
-        return {"error": "skipped: time budget spent"}
-    with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as handle:
-        result_path = Path(handle.name)
-    argv = [sys.executable, str(Path(__file__).resolve()), "--part", part, "--models", model,
-            "--part-out", str(result_path), "--batch", str(args.batch), "--micro-batch", str(args.micro_batch),
-            "--seq", str(args.seq), "--steps", str(args.steps), "--remat", args.remat,
-            "--param-dtype", args.param_dtype, "--attention", args.attention,
-            "--logits-chunk", str(args.logits_chunk), "--matmul-size", str(args.matmul_size),
-            "--matmul-repeats", str(args.matmul_repeats)]
     env = dict(os.environ)
     env.setdefault("XLA_PYTHON_CLIENT_MEM_FRACTION", "0.95")  # the 8B state needs most of each GPU
     env.setdefault("HF_HUB_OFFLINE", "1")
-    start = time.monotonic()
-    try:
-        done = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=remaining,
-                              env=env)
-        output = done.stdout
-        if done.returncode == 0 and result_path.stat().st_size:
-            result = json.loads(result_path.read_text())
-        else:
-            result = {"error": f"exit {done.returncode}: " + "\n".join(output.strip().splitlines()[-15:])}
-    except subprocess.TimeoutExpired as exc:
-        output = exc.stdout or ""
-        output = output.decode() if isinstance(output, bytes) else output
-        result = {"error": f"timed out after {remaining:.0f} s"}
-    finally:
-        result_path.unlink(missing_ok=True)
-    for line in output.splitlines():
-        if line.startswith(f"[{part} "):
-            log(line)
-    result["wall_s"] = time.monotonic() - start
-    if "error" in result:
-        log(f"[{part} {model}] FAILED: {result['error']}")
-    return result
-
-
-def _fmt(value: Any, spec: str) -> str:
-    return "-" if value is None else format(value, spec)
+    return subprocess_parts.run_part(Path(__file__), part, model, [
+        "--batch", str(args.batch), "--micro-batch", str(args.micro_batch), "--seq", str(args.seq),
+        "--steps", str(args.steps), "--remat", args.remat, "--param-dtype", args.param_dtype,
+        "--attention", args.attention, "--logits-chunk", str(args.logits_chunk),
+        "--matmul-size", str(args.matmul_size), "--matmul-repeats", str(args.matmul_repeats),
+    ], deadline, env)
 
 
 def summary(document: dict[str, Any]) -> str:
@@ -328,12 +294,12 @@ def summary(document: dict[str, Any]) -> str:
                 (f"remat {r.get('remat')}, params {r.get('param_dtype')}, attn {r.get('attention')}" if side == "jax"
                  else "bf16 weights+AdamW, grad ckpt")
             lines.append(
-                f"{name:<6}{side:<6}{r.get('devices', 0):>4}{_fmt(r.get('step_s'), '.3f'):>9}"
-                f"{_fmt(r.get('tokens_per_s'), '.0f'):>10}{_fmt(None if mfu is None else 100 * mfu, '.1f'):>7}"
-                f"{_fmt(None if mfu6 is None else 100 * mfu6, '.1f'):>6}"
-                f"{_fmt(r.get('matmul_tflops', r.get('torch_matmul_tflops')), '.3g'):>9}"
-                f"{_fmt(r.get('compile_s', r.get('warmup_s')), '.0f'):>9}"
-                f"{_fmt(r.get('peak_gb_device0', r.get('peak_gb')), '.1f'):>9}  {notes}")
+                f"{name:<6}{side:<6}{r.get('devices', 0):>4}{fmt(r.get('step_s'), '.3f'):>9}"
+                f"{fmt(r.get('tokens_per_s'), '.0f'):>10}{fmt(None if mfu is None else 100 * mfu, '.1f'):>7}"
+                f"{fmt(None if mfu6 is None else 100 * mfu6, '.1f'):>6}"
+                f"{fmt(r.get('matmul_tflops', r.get('torch_matmul_tflops')), '.3g'):>9}"
+                f"{fmt(r.get('compile_s', r.get('warmup_s')), '.0f'):>9}"
+                f"{fmt(r.get('peak_gb_device0', r.get('peak_gb')), '.1f'):>9}  {notes}")
         if "speedup_tokens_per_s" in entry:
             lines.append(f"  {name}: jax / torch tokens/s = {entry['speedup_tokens_per_s']:.2f}x")
     verdicts = []
