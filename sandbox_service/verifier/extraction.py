@@ -3,8 +3,9 @@
 Pure Python with no torch: the trainer uses the spans to give plan tokens and code tokens
 different advantages (HRD), and the sandbox's format layer uses the code.
 
-Rules: the candidate is the last fenced Python block (```python, ```py or a bare ```). The plan is
-the text inside `<think>...</think>` when present, else the text before that block.
+Rules: the candidate is the last fenced Python block (```python, ```py or a bare ```). Fences start
+a line; a closing fence may be followed by other text on its line. The plan is the text inside
+`<think>...</think>` when present, else the text before that block.
 """
 
 from __future__ import annotations
@@ -12,7 +13,12 @@ from __future__ import annotations
 import dataclasses
 import re
 
-_FENCE = re.compile(r"^[ \t]*```[ \t]*(?P<lang>[A-Za-z0-9_+-]*)[^\n]*\n(?P<body>.*?)^[ \t]*```[ \t]*$", re.M | re.S)
+# A closing fence may carry text after it ("``` done"), but not a glued language tag or fourth
+# backtick: "```python" inside an open block is an opening fence, not the end of the block.
+_FENCE = re.compile(
+    r"^[ \t]*```[ \t]*(?P<lang>[A-Za-z0-9_+-]*)[^\n]*\n(?P<body>.*?)^[ \t]*```(?![A-Za-z0-9_+`-])[^\n]*$",
+    re.M | re.S,
+)
 _THINK = re.compile(r"<think>(?P<body>.*?)(?:</think>|\Z)", re.S)
 _PYTHON_LANGS = {"", "python", "py", "python3"}
 
