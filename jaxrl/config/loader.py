@@ -4,6 +4,7 @@ A YAML file may start with `include: base.yaml` or `include: [base.yaml, models/
 (paths relative to that file): the included files are merged in order, then the file's own keys on
 top (mappings merge key by key; lists and scalars replace). Command-line overrides come last, as
 dotted keys: `sampling.temperature=0.7`, `eval.levels=[1,2]` or `eval.levels=1,2`, `eval.ids=null`.
+Files and override values are YAML 1.1 except that `3e-3` is a float (`yaml_io`).
 Unknown keys are errors that suggest the closest valid key.
 """
 
@@ -19,6 +20,7 @@ from typing import Any
 import yaml
 
 from jaxrl.config.schema import Config, ConfigError, field_types, coerce
+from jaxrl.config.yaml_io import dump_yaml, load_yaml
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CONFIG_DIR = REPO_ROOT / "configs"
@@ -38,7 +40,7 @@ def load_config(path: str | Path | None = None, overrides: Iterable[str] = ()) -
 
 def dump_config(config: Config, path: str | Path) -> None:
     """Write the fully resolved config as YAML; `load_config(path)` reads back an equal Config."""
-    Path(path).write_text(yaml.safe_dump(config.to_dict(), sort_keys=False))
+    Path(path).write_text(dump_yaml(config.to_dict()))
 
 
 def resolve_path(path: str | Path) -> Path:
@@ -56,7 +58,7 @@ def read_tree(path: Path, _stack: tuple[Path, ...] = ()) -> dict[str, Any]:
         cycle = " -> ".join(str(p) for p in (*_stack, path))
         raise ConfigError(f"config include cycle: {cycle}")
     try:
-        data = yaml.safe_load(path.read_text())
+        data = load_yaml(path.read_text())
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: invalid YAML: {exc}") from exc
     if data is None:

@@ -2,9 +2,10 @@
 
 Every section derives from `Section`, whose `__post_init__` coerces each field to its annotated
 type (so "0.7" becomes 0.7 and "1,2" becomes (1, 2), from YAML or from the command line alike) and
-then runs the section's own `_problems()` checks. Adding a section (e.g. `sft`, `grpo`) means:
-define a `Section` subclass here, add one field to `Config`, and list its keys with their defaults
-in `configs/base.yaml` (a test keeps that file equal to these defaults).
+then runs the section's own `_problems()` checks (range checks through `_at_least`, `_above` and
+`_in_range`, whose messages name the key, the allowed range and the value). Adding a section (e.g.
+`sft`, `grpo`) means: define a `Section` subclass here, add one field to `Config`, and list its keys
+with their defaults in `configs/base.yaml` (a test keeps that file equal to these defaults).
 
 This module imports neither jax nor torch: configs are read by every entry point.
 """
@@ -19,6 +20,8 @@ import typing
 from typing import Any, Literal
 
 import yaml
+
+from jaxrl.config.yaml_io import load_yaml
 
 DType = Literal["float32", "bfloat16", "float16"]
 AttentionImpl = Literal["reference", "fast", "auto"]
@@ -92,7 +95,7 @@ def coerce(value: Any, annotation: Any, key: str) -> Any:
 
 def _parse_scalar(text: str, key: str) -> Any:
     try:
-        return yaml.safe_load(text)
+        return load_yaml(text)
     except yaml.YAMLError as exc:
         raise ConfigError(f"{key}: cannot parse {text!r}: {exc}") from exc
 
@@ -125,8 +128,37 @@ class Section:
         """Value checks beyond types; each problem as one short sentence naming the key."""
         return []
 
+    def _at_least(self, low: float, *names: str, note: str = "") -> list[str]:
+        """'<name> must be >= <low>, got <value>' for each named field below `low` (NaN included)."""
+        values = {n: getattr(self, n) for n in names}
+        return [f"{n} must be >= {low}{note}, got {v}" for n, v in values.items() if not v >= low]
+
+    def _above(self, low: float, *names: str) -> list[str]:
+        """'<name> must be > <low>, got <value>' for each named field not above `low` (NaN included)."""
+        values = {n: getattr(self, n) for n in names}
+        return [f"{n} must be > {low}, got {v}" for n, v in values.items() if not v > low]
+
+    def _in_range(self, name: str, low: float, high: float, open_low: bool = False, open_high: bool = False) -> list[str]:
+        """'<name> must be in [low, high], got <value>' (an open end written as '(' or ')') when outside it."""
+        value = getattr(self, name)
+        above = value > low if open_low else value >= low
+        below = value < high if open_high else value <= high
+        if above and below:
+            return []
+        return [f"{name} must be in {'(' if open_low else '['}{low}, {high}{')' if open_high else ']'}, got {value}"]
+
     def to_dict(self) -> dict[str, Any]:
         return _plain(self)
+
+
+def _selection_problems(levels: tuple[int, ...], ids: tuple[int, ...] | None) -> list[str]:
+    """Checks of a KernelBench problem selection (the `eval` and `grpo` sections)."""
+    problems = []
+    if not levels or any(level < 1 for level in levels):
+        problems.append(f"levels must be a non-empty list of levels >= 1, got {list(levels)}")
+    if ids is not None and (not ids or any(i < 1 for i in ids)):
+        problems.append(f"ids must be null or a non-empty list of ids >= 1, got {list(ids)}")
+    return problems
 
 
 def _plain(value: Any) -> Any:
@@ -199,16 +231,9 @@ class SamplingSection(Section):
     seed: int = 0
 
     def _problems(self) -> list[str]:
-        problems = []
-        if self.temperature < 0:
-            problems.append(f"temperature must be >= 0, got {self.temperature}")
-        if not 0 < self.top_p <= 1:
-            problems.append(f"top_p must be in (0, 1], got {self.top_p}")
-        if self.top_k < 0:
-            problems.append(f"top_k must be >= 0 (0 = off), got {self.top_k}")
-        for name in ("max_new_tokens", "max_prompt_tokens", "num_samples", "batch_size"):
-            if getattr(self, name) < 1:
-                problems.append(f"{name} must be >= 1, got {getattr(self, name)}")
+        problems = self._at_least(0, "temperature") + self._in_range("top_p", 0, 1, open_low=True)
+        problems += self._at_least(0, "top_k", note=" (0 = off)")
+        problems += self._at_least(1, "max_new_tokens", "max_prompt_tokens", "num_samples", "batch_size")
         if any(not s for s in self.stop):
             problems.append("stop strings must not be empty")
         return problems
@@ -247,11 +272,7 @@ class EvalSection(Section):
     run_dir: str | None = None
 
     def _problems(self) -> list[str]:
-        problems = []
-        if not self.levels or any(level < 1 for level in self.levels):
-            problems.append(f"levels must be a non-empty list of levels >= 1, got {list(self.levels)}")
-        if self.ids is not None and (not self.ids or any(i < 1 for i in self.ids)):
-            problems.append(f"ids must be null or a non-empty list of ids >= 1, got {list(self.ids)}")
+        problems = _selection_problems(self.levels, self.ids)
         if not self.k or any(k < 1 for k in self.k):
             problems.append(f"k must be a non-empty list of ints >= 1, got {list(self.k)}")
         return problems
@@ -281,12 +302,8 @@ class SandboxSection(Section):
             match = _HOST_PORT.match(target)
             if not match or not 1 <= int(match["port"]) <= 65535:
                 problems.append(f"targets must be host:port, got {target!r}")
-        if self.workers < 1 or self.max_concurrency < 1:
-            problems.append("workers and max_concurrency must be >= 1")
-        if not 1 <= self.trials <= 100:
-            problems.append(f"trials must be in [1, 100], got {self.trials}")
-        if not 0 < self.timeout_s <= 3600:
-            problems.append(f"timeout_s must be in (0, 3600], got {self.timeout_s}")
+        problems += self._at_least(1, "workers", "max_concurrency")
+        problems += self._in_range("trials", 1, 100) + self._in_range("timeout_s", 0, 3600, open_low=True)
         return problems
 
 
@@ -343,16 +360,11 @@ class SFTSection(Section):
             value = getattr(self, name)
             if value is not None and not value.strip():
                 problems.append(f"{name} must be null or a path")
-        if not 0.0 <= self.eval_fraction < 1.0:
-            problems.append(f"eval_fraction must be in [0, 1), got {self.eval_fraction}")
+        problems += self._in_range("eval_fraction", 0, 1, open_high=True)
         if self.eval_data is not None and self.eval_fraction > 0:
             problems.append("give eval_data or eval_fraction, not both")
-        for name in ("epochs", "batch_size", "micro_batch_rows", "max_seq_len", "log_every"):
-            if getattr(self, name) < 1:
-                problems.append(f"{name} must be >= 1, got {getattr(self, name)}")
-        for name in ("eval_every", "max_steps", "logits_chunk"):
-            if getattr(self, name) < 0:
-                problems.append(f"{name} must be >= 0, got {getattr(self, name)}")
+        problems += self._at_least(1, "epochs", "batch_size", "micro_batch_rows", "max_seq_len", "log_every")
+        problems += self._at_least(0, "eval_every", "max_steps", "logits_chunk")
         if self.logits_chunk > 0 and self.max_seq_len % self.logits_chunk:
             problems.append(f"logits_chunk ({self.logits_chunk}) must divide max_seq_len ({self.max_seq_len})")
         return problems
@@ -377,20 +389,11 @@ class OptimSection(Section):
     max_grad_norm: float = 1.0
 
     def _problems(self) -> list[str]:
-        problems = []
-        if self.learning_rate <= 0:
-            problems.append(f"learning_rate must be > 0, got {self.learning_rate}")
-        if not 0.0 <= self.warmup_ratio < 1.0:
-            problems.append(f"warmup_ratio must be in [0, 1), got {self.warmup_ratio}")
-        if not 0.0 <= self.min_lr_ratio <= 1.0:
-            problems.append(f"min_lr_ratio must be in [0, 1], got {self.min_lr_ratio}")
-        if self.weight_decay < 0 or self.max_grad_norm < 0:
-            problems.append("weight_decay and max_grad_norm must be >= 0")
-        if not (0.0 <= self.b1 < 1.0 and 0.0 <= self.b2 < 1.0):
-            problems.append(f"b1 and b2 must be in [0, 1), got {self.b1}, {self.b2}")
-        if self.eps <= 0:
-            problems.append(f"eps must be > 0, got {self.eps}")
-        return problems
+        problems = self._above(0, "learning_rate")
+        problems += self._in_range("warmup_ratio", 0, 1, open_high=True) + self._in_range("min_lr_ratio", 0, 1)
+        problems += self._at_least(0, "weight_decay", "max_grad_norm")
+        problems += self._in_range("b1", 0, 1, open_high=True) + self._in_range("b2", 0, 1, open_high=True)
+        return problems + self._above(0, "eps")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -411,9 +414,7 @@ class CheckpointSection(Section):
     export_dtype: DType | None = None
 
     def _problems(self) -> list[str]:
-        problems = []
-        if self.every < 0:
-            problems.append(f"every must be >= 0, got {self.every}")
+        problems = self._at_least(0, "every")
         if self.max_to_keep is not None and self.max_to_keep < 1:
             problems.append(f"max_to_keep must be null or >= 1, got {self.max_to_keep}")
         return problems
@@ -471,34 +472,18 @@ class GRPOSection(Section):
     seed: int = 0
 
     def _problems(self) -> list[str]:
-        problems = []
-        if not self.levels or any(level < 1 for level in self.levels):
-            problems.append(f"levels must be a non-empty list of levels >= 1, got {list(self.levels)}")
-        if self.ids is not None and (not self.ids or any(i < 1 for i in self.ids)):
-            problems.append(f"ids must be null or a non-empty list of ids >= 1, got {list(self.ids)}")
-        if self.group_size < 2:
-            problems.append(f"group_size must be >= 2 (a group needs a baseline), got {self.group_size}")
-        for name in ("tasks_per_step", "tasks_per_call", "max_steps", "num_iterations", "micro_batch_rows",
-                     "row_multiple", "log_every"):
-            if getattr(self, name) < 1:
-                problems.append(f"{name} must be >= 1, got {getattr(self, name)}")
+        problems = _selection_problems(self.levels, self.ids)
+        problems += self._at_least(2, "group_size", note=" (a group needs a baseline)")
+        problems += self._at_least(1, "tasks_per_step", "tasks_per_call", "max_steps", "num_iterations",
+                                   "micro_batch_rows", "row_multiple", "log_every")
         if self.logits_chunk < 0 or (self.logits_chunk and self.row_multiple % self.logits_chunk):
             problems.append(f"logits_chunk must be 0 or divide row_multiple ({self.row_multiple}), "
                             f"got {self.logits_chunk}")
         if self.advantage_estimator == "drgrpo" and self.scale_rewards not in (None, "none"):
             problems.append("advantage_estimator drgrpo never scales rewards: scale_rewards must be null or none")
-        if not self.alpha >= 0:
-            problems.append(f"alpha must be >= 0, got {self.alpha}")
-        if not 0.0 <= self.uniform_beta <= 1.0:
-            problems.append(f"uniform_beta must be in [0, 1], got {self.uniform_beta}")
-        if not self.speedup_cap > 0:
-            problems.append(f"speedup_cap must be > 0, got {self.speedup_cap}")
-        if not 0.0 <= self.epsilon_low < 1.0 or self.epsilon_high < 0:
-            problems.append(f"epsilon_low must be in [0, 1) and epsilon_high >= 0, got {self.epsilon_low}, "
-                            f"{self.epsilon_high}")
-        if self.beta < 0:
-            problems.append(f"beta must be >= 0, got {self.beta}")
-        return problems
+        problems += self._at_least(0, "alpha") + self._in_range("uniform_beta", 0, 1) + self._above(0, "speedup_cap")
+        problems += self._in_range("epsilon_low", 0, 1, open_high=True)
+        return problems + self._at_least(0, "epsilon_high", "beta")
 
 
 @dataclasses.dataclass(frozen=True)

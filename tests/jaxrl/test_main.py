@@ -66,6 +66,13 @@ def test_config_file_and_overrides(monkeypatch, tmp_path):
     assert (config.sampling.num_samples, config.eval.k, config.sandbox.targets) == (4, (1, 4), ("localhost:5000",))
 
 
+def test_override_values_in_scientific_notation_are_numbers(monkeypatch):
+    calls = record_command(monkeypatch, "sft")
+    assert cli.main(["sft", "optim.learning_rate=3e-3", "optim.eps=1E-8", "sandbox.timeout_s=2.5E+2"]) == 0
+    optim, sandbox = calls[0][0].optim, calls[0][0].sandbox
+    assert (optim.learning_rate, optim.eps, sandbox.timeout_s) == (3e-3, 1e-8, 250.0)
+
+
 def test_commands_without_a_default_config_start_from_the_schema_defaults(monkeypatch):
     calls = record_command(monkeypatch, "grpo")
     assert cli.main(["grpo", "run.name=x"]) == 0

@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import yaml
 
 from jaxrl.config import Config, all_keys, load_config
 from jaxrl.config.loader import CONFIG_DIR
+from jaxrl.config.yaml_io import load_yaml
 
 CONFIG_FILES = sorted(CONFIG_DIR.rglob("*.yaml"))
 
@@ -32,7 +32,7 @@ def test_every_config_file_validates(path: Path):
     config = load_config(path)
     assert isinstance(config, Config)
     # Keys a file sets itself (not through includes) must reach the Config unchanged in meaning.
-    own = yaml.safe_load(path.read_text()) or {}
+    own = load_yaml(path.read_text()) or {}
     own.pop("include", None)
     resolved = flatten(config.to_dict())
     for key, value in flatten(own).items():
@@ -41,7 +41,7 @@ def test_every_config_file_validates(path: Path):
 
 
 def test_base_yaml_lists_every_key_with_its_schema_default():
-    base = flatten(yaml.safe_load((CONFIG_DIR / "base.yaml").read_text()))
+    base = flatten(load_yaml((CONFIG_DIR / "base.yaml").read_text()))
     defaults = flatten(Config().to_dict())
     assert sorted(base) == sorted(all_keys(Config)), "base.yaml must list every schema key (and only those)"
     assert base == defaults, "base.yaml and the schema defaults in jaxrl/config/schema.py disagree"

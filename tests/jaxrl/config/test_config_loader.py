@@ -136,8 +136,26 @@ def test_bad_overrides_name_the_key(override, message):
         load_config("eval_default", [override])
 
 
+def test_scientific_notation_is_a_number_in_files_and_overrides(tmp_path):
+    path = write(tmp_path / "run.yaml", """
+        optim: {learning_rate: 3e-3, eps: 1E-8}
+        sandbox: {timeout_s: 2.5E+2}
+    """)
+    config = load_config(path, ["grpo.beta=1e-3"])
+    assert (config.optim.learning_rate, config.optim.eps, config.sandbox.timeout_s) == (3e-3, 1e-8, 250.0)
+    assert config.grpo.beta == 1e-3
+    assert load_config(None, ["optim.learning_rate=3e-3"]).optim.learning_rate == 3e-3
+    assert load_config(None, ["run.name=1e-5"]).run.name == "1e-5"  # a string field keeps the text
+
+
+@pytest.mark.parametrize("text", ["e5", "1e", "1e-", "1e5x", "e-3"])
+def test_text_that_only_looks_scientific_is_not_a_number(text):
+    with pytest.raises(ConfigError, match=f"optim.learning_rate must be a number, got '{text}'"):
+        load_config(None, [f"optim.learning_rate={text}"])
+
+
 def test_dump_then_load_gives_the_same_config(tmp_path):
-    config = load_config("eval_cpu_tiny", ["sampling.stop=[x, y]", "sandbox.targets=h:1"])
+    config = load_config("eval_cpu_tiny", ["sampling.stop=[x, y]", "sandbox.targets=h:1", "run.name=1e-5"])
     dump_config(config, tmp_path / "resolved.yaml")
     assert load_config(tmp_path / "resolved.yaml") == config
     assert "include" not in (tmp_path / "resolved.yaml").read_text()
