@@ -15,7 +15,6 @@ copy of the initial parameters is kept as the KL reference.
 from __future__ import annotations
 
 import json
-import logging
 
 import jax
 from flax import nnx
@@ -28,20 +27,17 @@ from jaxrl.evaluation.runner import eval_options, open_client
 from jaxrl.generators import mesh_from_section
 from jaxrl.sampling.sampler import Sampler, SamplerConfig, params_from_section
 from jaxrl.training.advantages import AdvantageConfig
-from jaxrl.training.checkpointing import Checkpointer
 from jaxrl.training.grpo import GRPOLoop, GRPOSettings, SandboxScorer, Task, make_grpo_loss
 from jaxrl.training.hrd import RewardModeConfig
 from jaxrl.training.losses import LossConfig
 from jaxrl.training.metrics_log import MetricsLogger
 from jaxrl.training.optim import make_optimizer
 from jaxrl.training.rewards import RewardConfig
-from jaxrl.training.sft import DataPosition
 from jaxrl.training.sft_main import (
-    CHECKPOINT_DIR, RANDOM_PREFIX, export_policy, find_path, load_policy, load_policy_tokenizer, policy_config, run_directory,
+    RANDOM_PREFIX, export_policy, find_path, load_policy, load_policy_tokenizer, policy_config, run_directory,
+    start_training,
 )
-from jaxrl.training.trainer import TrainStep, abstract_train_state, init_train_state, model_from_state
-
-log = logging.getLogger(__name__)
+from jaxrl.training.trainer import TrainStep, model_from_state
 
 
 def run(config: Config) -> int:
@@ -66,27 +62,16 @@ def run(config: Config) -> int:
     reward_config = RewardConfig(speedup_cap=settings.speedup_cap,
                                  timing_available=timing_available(settings, config.sandbox))
 
-    checkpointer = Checkpointer(
-        run_dir / CHECKPOINT_DIR, max_to_keep=config.checkpoint.max_to_keep, async_save=config.checkpoint.async_save
+    checkpointer, graphdef, state, shardings, position, resumed = start_training(
+        config, run_dir, model_config, optimizer, mesh, settings.seed
     )
-    latest = checkpointer.latest_step()
-    if latest is not None and not config.checkpoint.resume:
-        raise ConfigError(f"{run_dir} already has checkpoints (step {latest}); pick another run.name or resume")
-    if latest is not None:
-        graphdef, target, shardings = abstract_train_state(model_config, optimizer, mesh)
-        state, meta = checkpointer.restore(target, latest)
-        position = DataPosition.from_dict(meta["data_position"])
-        log.info("resuming %s from update %d at %s", run_dir, latest, position)
+    ref_params = None
+    if settings.beta > 0 and resumed:
         # The KL reference is the initial policy, read again from model.source.
-        ref_params = (nnx.to_pure_dict(nnx.split(load_policy(config.model, model_config, mesh, seed=settings.seed))[1])
-                      if settings.beta > 0 else None)
-    else:
-        model = load_policy(config.model, model_config, mesh, seed=settings.seed)
-        graphdef, state, shardings = init_train_state(model, optimizer, mesh, settings.seed)
-        del model
-        position = DataPosition()
+        ref_params = nnx.to_pure_dict(nnx.split(load_policy(config.model, model_config, mesh, seed=settings.seed))[1])
+    elif settings.beta > 0:
         # A frozen copy: the train state's own arrays are donated to each update.
-        ref_params = jax.tree.map(lambda x: x.copy(), state.params) if settings.beta > 0 else None
+        ref_params = jax.tree.map(lambda x: x.copy(), state.params)
     if jax.process_index() == 0:
         dump_config(config, run_dir / "config.yaml")
         (run_dir / "rewards.json").write_text(json.dumps(reward_config.metadata(), indent=2) + "\n")

@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import numpy as np
@@ -58,22 +58,9 @@ def run(config: Config) -> int:
     optimizer, schedule = make_optimizer(config.optim, total_steps)
     model_config = policy_config(config.model, tokenizer)
 
-    checkpointer = Checkpointer(
-        run_dir / CHECKPOINT_DIR, max_to_keep=config.checkpoint.max_to_keep, async_save=config.checkpoint.async_save
+    checkpointer, graphdef, state, shardings, position, _ = start_training(
+        config, run_dir, model_config, optimizer, mesh, settings.seed
     )
-    latest = checkpointer.latest_step()
-    if latest is not None and not config.checkpoint.resume:
-        raise ConfigError(f"{run_dir} already has checkpoints (step {latest}); pick another run.name or resume")
-    if latest is not None:
-        graphdef, target, shardings = abstract_train_state(model_config, optimizer, mesh)
-        state, meta = checkpointer.restore(target, latest)
-        position = DataPosition.from_dict(meta["data_position"])
-        log.info("resuming %s from step %d at %s", run_dir, latest, position)
-    else:
-        model = load_policy(config.model, model_config, mesh, seed=settings.seed)
-        graphdef, state, shardings = init_train_state(model, optimizer, mesh, settings.seed)
-        del model
-        position = DataPosition()
     if jax.process_index() == 0:
         dump_config(config, run_dir / "config.yaml")
 
@@ -106,6 +93,37 @@ def run(config: Config) -> int:
         checkpointer.close()
     print(f"sft: {total_steps} steps done; run folder {run_dir}")
     return 0
+
+
+class TrainStart(NamedTuple):
+    """What a training run starts from; `resumed` tells a restored checkpoint from a fresh policy."""
+
+    checkpointer: Checkpointer
+    graphdef: Any
+    state: Any
+    shardings: Any
+    position: DataPosition
+    resumed: bool
+
+
+def start_training(config: Config, run_dir: Path, model_config: ModelConfig, optimizer, mesh, seed: int) -> TrainStart:
+    """The run folder's checkpointer and the train state: its newest checkpoint's when there is one (and
+    checkpoint.resume allows it), else model.source's weights with a fresh optimizer state."""
+    checkpointer = Checkpointer(
+        run_dir / CHECKPOINT_DIR, max_to_keep=config.checkpoint.max_to_keep, async_save=config.checkpoint.async_save
+    )
+    latest = checkpointer.latest_step()
+    if latest is None:
+        model = load_policy(config.model, model_config, mesh, seed=seed)
+        graphdef, state, shardings = init_train_state(model, optimizer, mesh, seed)
+        return TrainStart(checkpointer, graphdef, state, shardings, DataPosition(), resumed=False)
+    if not config.checkpoint.resume:
+        raise ConfigError(f"{run_dir} already has checkpoints (step {latest}); pick another run.name or resume")
+    graphdef, target, shardings = abstract_train_state(model_config, optimizer, mesh)
+    state, meta = checkpointer.restore(target, latest)
+    position = DataPosition.from_dict(meta["data_position"])
+    log.info("resuming %s from checkpoint step %d at %s", run_dir, latest, position)
+    return TrainStart(checkpointer, graphdef, state, shardings, position, resumed=True)
 
 
 def export_policy(config: Config, model, model_config: ModelConfig, run_dir: Path, tokenizer: Any) -> None:
