@@ -9,6 +9,8 @@ One forward serves training and the KV-cache sampler:
 - attention_mask [B, T] (1 = real token, 0 = padding) or segment_ids [B, T] (packed sequences:
   a token attends only to earlier tokens of the same nonzero segment; 0 = padding). At most one.
   Neither means every token is real and belongs to one sequence.
+- one_sequence_per_row (no cache only): the caller promises each row is one sequence from slot 0
+  followed by padding (segment ids 1..1 0..0); the cuDNN path then needs no dense mask (attention.py).
 - cache: a `KVCache` from `init_cache`; the T tokens are written at slot `cache_index` (an int
   scalar, the same for all rows) and attend causally to every valid earlier slot. `new_cache` is
   None without a cache.
@@ -99,7 +101,7 @@ class Attention(nnx.Module):
         x: jax.Array,
         cos: jax.Array,
         sin: jax.Array,
-        mask: jax.Array,
+        mask: attn_lib.Mask,
         layer_cache: LayerCache | None,
         cache_index: jax.Array | None,
         impl: str,
@@ -119,7 +121,7 @@ class Attention(nnx.Module):
             k_all, v_all = shd.constrain(k_all, s.cache_bskh), shd.constrain(v_all, s.cache_bskh)
             new_cache = LayerCache(k=k_all, v=v_all)
             k, v = k_all.astype(x.dtype), v_all.astype(x.dtype)
-        out = attn_lib.attend(q, k, v, mask, impl)
+        out = attn_lib.attend(q, k, v, mask, impl, queries_at_slots=layer_cache is None)
         return self.o_proj("btnh,nhd->btd", out), new_cache
 
 
@@ -179,10 +181,11 @@ class Transformer(nnx.Module):
         segment_ids: jax.Array | None = None,
         cache: KVCache | None = None,
         cache_index: jax.Array | int | None = None,
+        one_sequence_per_row: bool = False,
     ) -> tuple[jax.Array, KVCache | None]:
         hidden, new_cache = self.hidden_states(
             tokens, positions, attention_mask=attention_mask, segment_ids=segment_ids, cache=cache,
-            cache_index=cache_index,
+            cache_index=cache_index, one_sequence_per_row=one_sequence_per_row,
         )
         return self.logits(hidden), new_cache
 
@@ -195,6 +198,7 @@ class Transformer(nnx.Module):
         segment_ids: jax.Array | None = None,
         cache: KVCache | None = None,
         cache_index: jax.Array | int | None = None,
+        one_sequence_per_row: bool = False,
     ) -> tuple[jax.Array, KVCache | None]:
         """Final-norm hidden states [B, T, D] (compute dtype) and the updated cache."""
         config = self.config
@@ -203,6 +207,8 @@ class Transformer(nnx.Module):
         segments = _segments(tokens, attention_mask, segment_ids)
         if (cache is None) != (cache_index is None):
             raise ValueError("cache and cache_index must be given together")
+        if one_sequence_per_row and cache is not None:
+            raise ValueError("one_sequence_per_row describes rows without a cache; the cache path masks by slot")
         time = tokens.shape[1]
         if cache is None:
             q_slots = jnp.arange(time, dtype=jnp.int32)
@@ -221,7 +227,10 @@ class Transformer(nnx.Module):
             q_slots = cache_index + jnp.arange(time, dtype=jnp.int32)
             k_segments = jax.lax.dynamic_update_slice(cache.segment_ids, segments, (0, cache_index))
             k_segments = shd.constrain(k_segments, config.sharding.cache_bs)
-        mask = attn_lib.attention_mask(segments, q_slots, k_segments)
+        mask = attn_lib.Mask(
+            attn_lib.attention_mask(segments, q_slots, k_segments),
+            attn_lib.one_sequence_lengths(segments) if one_sequence_per_row else None,
+        )
         cos, sin = rope_cos_sin(positions, config)
         impl = attn_lib.resolve_impl(config)
 
@@ -263,7 +272,7 @@ def _segments(tokens: jax.Array, attention_mask: jax.Array | None, segment_ids: 
     return given.astype(jnp.int32)
 
 
-def _remat_block(layer: Block, x, cos, sin, mask, impl: str, policy) -> jax.Array:
+def _remat_block(layer: Block, x, cos, sin, mask: attn_lib.Mask, impl: str, policy) -> jax.Array:
     def run(block: Block, x, cos, sin, mask):
         return block(x, cos, sin, mask, None, None, impl)[0]
 

@@ -235,6 +235,8 @@ def build_rows(rollout: Rollout, token_advantage: np.ndarray, usable: np.ndarray
 
     token_advantage: per sample a float32 array over its completion tokens; usable: [num_samples] bool.
     The row count is padded to a multiple of `rows_multiple` with rows that count for nothing.
+    Each row holds one sequence from slot 0 followed by padding: the layout the loss declares to the
+    model (`one_sequence_per_row`), which lets cuDNN attention skip the dense mask.
     """
     flat = rollout.flat()
     lengths = [len(rollout.prompt_ids[t]) + len(rollout.completions[t][g].token_ids) for t, g in flat]
@@ -280,7 +282,7 @@ def make_grpo_loss(config: LossConfig, logits_chunk: int = 0) -> LossFn:
     def grpo_loss(model, batch, rng) -> LossOutput:
         del rng
         logp, entropy = token_logprobs_and_entropy(model, batch["tokens"], batch["positions"], batch["segment_ids"],
-                                                   batch["targets"], logits_chunk)
+                                                   batch["targets"], logits_chunk, one_sequence_per_row=True)
         return policy_loss(logp, batch["old_logprobs"], batch["advantages"], batch["mask"], config,
                            ref_logprobs=batch.get("ref_logprobs"), entropy=jax.lax.stop_gradient(entropy))
 
@@ -297,7 +299,7 @@ class LogprobFn:
         def fn(params, batch):
             model = nnx.merge(graphdef, params)
             return token_logprobs(model, batch["tokens"], batch["positions"], batch["segment_ids"], batch["targets"],
-                                  logits_chunk)
+                                  logits_chunk, one_sequence_per_row=True)
 
         self._fn = jax.jit(fn, out_shardings=NamedSharding(mesh, P()))
 

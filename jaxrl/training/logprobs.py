@@ -8,6 +8,9 @@ peak is one chunk's logits. Used by the SFT loss and by GRPO (policy and referen
 `token_logprobs_and_entropy` also returns the entropy of each next-token distribution, from the same
 chunk of logits (no second projection). It is a metric (GRPO logs it to watch for entropy collapse),
 so it carries no gradient: the backward pass of the log-probs is unchanged by asking for it.
+
+`one_sequence_per_row` is the caller's promise that each row holds one sequence from slot 0 followed
+by padding (GRPO rows, unpacked rows); it lets cuDNN attention drop the dense mask (models/attention.py).
 """
 
 from __future__ import annotations
@@ -25,9 +28,10 @@ def token_logprobs(
     segment_ids: jax.Array,
     targets: jax.Array,
     chunk: int = 0,
+    one_sequence_per_row: bool = False,
 ) -> jax.Array:
     """float32 [B, T]: log p(targets[b, t] | tokens of the same segment up to t); chunk 0 = no chunking."""
-    return _chunked(model, tokens, positions, segment_ids, targets, chunk, with_entropy=False)[0]
+    return _chunked(model, tokens, positions, segment_ids, targets, chunk, False, one_sequence_per_row)[0]
 
 
 def token_logprobs_and_entropy(
@@ -37,10 +41,11 @@ def token_logprobs_and_entropy(
     segment_ids: jax.Array,
     targets: jax.Array,
     chunk: int = 0,
+    one_sequence_per_row: bool = False,
 ) -> tuple[jax.Array, jax.Array]:
     """float32 ([B, T] log-probs as `token_logprobs`, [B, T] entropy -sum_v p_v log p_v of the policy's
     next-token distribution at each position, under stop_gradient)."""
-    logp, entropy = _chunked(model, tokens, positions, segment_ids, targets, chunk, with_entropy=True)
+    logp, entropy = _chunked(model, tokens, positions, segment_ids, targets, chunk, True, one_sequence_per_row)
     return logp, entropy
 
 
@@ -52,8 +57,10 @@ def _chunked(
     targets: jax.Array,
     chunk: int,
     with_entropy: bool,
+    one_sequence_per_row: bool,
 ) -> tuple[jax.Array, ...]:
-    hidden, _ = model.hidden_states(tokens, positions, segment_ids=segment_ids)
+    hidden, _ = model.hidden_states(tokens, positions, segment_ids=segment_ids,
+                                    one_sequence_per_row=one_sequence_per_row)
     batch, time, width = hidden.shape
     if targets.shape != (batch, time):
         raise ValueError(f"targets must be {(batch, time)}, got {targets.shape}")

@@ -38,13 +38,15 @@ from jaxrl.training.trainer import LossFn, TrainState, TrainStep
 log = logging.getLogger(__name__)
 
 
-def make_sft_loss(logits_chunk: int = 0) -> LossFn:
-    """Summed negative log-likelihood of the masked (completion) targets over the token count."""
+def make_sft_loss(logits_chunk: int = 0, one_sequence_per_row: bool = False) -> LossFn:
+    """Summed negative log-likelihood of the masked (completion) targets over the token count.
+    `one_sequence_per_row`: rows are unpacked (see `token_logprobs`); packed SFT rows leave it False."""
 
     def sft_loss(model, batch, rng) -> LossOutput:
         del rng  # no dropout: SFT is deterministic
         logp = token_logprobs(
-            model, batch["tokens"], batch["positions"], batch["segment_ids"], batch["targets"], logits_chunk
+            model, batch["tokens"], batch["positions"], batch["segment_ids"], batch["targets"], logits_chunk,
+            one_sequence_per_row,
         )
         mask = batch["loss_mask"].astype(jnp.float32)
         tokens = mask.sum()

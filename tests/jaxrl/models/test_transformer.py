@@ -210,23 +210,85 @@ def test_fast_attention_needs_a_gpu_dtype():
     assert attn.resolve_impl(tiny_qwen3(attention_impl="auto")) == "reference"  # float32 never takes cuDNN
 
 
-@pytest.mark.gpu
-@pytest.mark.parametrize("head_dim", [64, 128])
-def test_fast_attention_matches_reference_on_gpu(head_dim):
-    """cuDNN and the reference agree on the same mask (GQA, padding, packing, cache-shaped keys)."""
-    b, t, s, n, k = 2, 16, 32, 8, 2
+def _attention_inputs(head_dim: int, dtype, layout: str):
+    """q, k, v and the Mask of one of the three layouts the fast path distinguishes.
+
+    "cache": queries at slots 8..23 of 32 cached slots (no causal shortcut); "packed": two segments and
+    padding in a row, no cache; "one_per_row": each row one sequence from slot 0, then padding."""
+    b, n, k = 2, 8, 2
+    t = 16
+    s = 32 if layout == "cache" else t
     keys = jax.random.split(jax.random.key(0), 3)
-    q = jax.random.normal(keys[0], (b, t, n, head_dim), jnp.bfloat16)
-    kk = jax.random.normal(keys[1], (b, s, k, head_dim), jnp.bfloat16)
-    v = jax.random.normal(keys[2], (b, s, k, head_dim), jnp.bfloat16)
-    k_segments = jnp.asarray([[0] * 4 + [1] * 20 + [2] * 8, [1] * 12 + [0] * 20])
-    q_slots = jnp.arange(t) + 8
-    q_segments = jax.lax.dynamic_slice(k_segments, (0, 8), (b, t))
-    mask = attn.attention_mask(q_segments, q_slots, k_segments)
-    fast = attn.fast_attention(q, kk, v, mask).astype(jnp.float32)
-    reference = attn.reference_attention(q, kk, v, mask).astype(jnp.float32)
-    valid = (q_segments != 0)[:, :, None, None]
-    np.testing.assert_allclose(jnp.where(valid, fast, 0), jnp.where(valid, reference, 0), atol=2e-2)
+    q = jax.random.normal(keys[0], (b, t, n, head_dim), dtype)
+    kk = jax.random.normal(keys[1], (b, s, k, head_dim), dtype)
+    v = jax.random.normal(keys[2], (b, s, k, head_dim), dtype)
+    if layout == "cache":
+        k_segments = jnp.asarray([[0] * 4 + [1] * 20 + [2] * 8, [1] * 12 + [0] * 20])
+        q_slots = jnp.arange(t) + 8
+        q_segments = jax.lax.dynamic_slice(k_segments, (0, 8), (b, t))
+    else:
+        q_segments = (jnp.asarray([[1] * 6 + [2] * 7 + [0] * 3, [1] * 16]) if layout == "packed"
+                      else jnp.asarray([[1] * 11 + [0] * 5, [1] * 16]))
+        q_slots, k_segments = jnp.arange(t), q_segments
+    lengths = attn.one_sequence_lengths(q_segments) if layout == "one_per_row" else None
+    return q, kk, v, attn.Mask(attn.attention_mask(q_segments, q_slots, k_segments), lengths), q_segments != 0
+
+
+@pytest.mark.parametrize("layout", ["cache", "packed", "one_per_row"])
+def test_each_fast_attention_form_means_the_dense_mask(layout):
+    """The causal and sequence-length shortcuts handed to the fused kernel change no real token's output
+    or gradient (checked through JAX's XLA implementation of the same call; cuDNN itself on the GPU)."""
+    q, k, v, mask, valid = _attention_inputs(32, jnp.float32, layout)
+    at_slots = layout != "cache"
+
+    def real_token_sum(fn, q, k, v):
+        out = fn(q, k, v)
+        return jnp.where(valid[:, :, None, None], out * jnp.cos(out), 0.0).sum(), out
+
+    fast = lambda q, k, v: attn.fast_attention(q, k, v, mask, at_slots, implementation="xla")  # noqa: E731
+    reference = lambda q, k, v: attn.reference_attention(q, k, v, mask.dense)  # noqa: E731
+    (_, out_fast), grads_fast = jax.value_and_grad(real_token_sum, argnums=(1, 2, 3), has_aux=True)(fast, q, k, v)
+    (_, out_ref), grads_ref = jax.value_and_grad(real_token_sum, argnums=(1, 2, 3), has_aux=True)(reference, q, k, v)
+    keep = valid[:, :, None, None]
+    np.testing.assert_allclose(jnp.where(keep, out_fast, 0), jnp.where(keep, out_ref, 0), atol=1e-5)
+    for g_fast, g_ref in zip(grads_fast, grads_ref):
+        assert bool(jnp.isfinite(g_fast).all())
+        np.testing.assert_allclose(g_fast, g_ref, atol=1e-5)
+
+
+def test_one_sequence_per_row_is_for_rows_without_a_cache(qwen3_model):
+    tokens, positions = _tokens(1, 4), _positions(1, 4)
+    with pytest.raises(ValueError, match="one_sequence_per_row"):
+        qwen3_model(tokens, positions, cache=init_cache(qwen3_model.config, 1, 8), cache_index=0,
+                    one_sequence_per_row=True)
+    segments = jnp.asarray([[1, 1, 1, 0]])
+    plain, _ = qwen3_model(tokens, positions, segment_ids=segments)
+    promised, _ = qwen3_model(tokens, positions, segment_ids=segments, one_sequence_per_row=True)
+    np.testing.assert_allclose(promised[:, :3], plain[:, :3], atol=ATOL)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("layout", ["cache", "packed", "one_per_row"])
+@pytest.mark.parametrize("head_dim", [64, 128])
+def test_fast_attention_matches_reference_on_gpu(head_dim, layout):
+    """cuDNN and the reference agree on real tokens, outputs and gradients, for each mask form."""
+    q, kk, v, mask, valid = _attention_inputs(head_dim, jnp.bfloat16, layout)
+    at_slots = layout != "cache"
+    keep = valid[:, :, None, None]
+
+    def real_token_sum(fn, q, k, v):
+        out = fn(q, k, v).astype(jnp.float32)
+        return jnp.where(keep, out, 0.0).sum(), out
+
+    fast = lambda q, k, v: attn.fast_attention(q, k, v, mask, at_slots)  # noqa: E731
+    reference = lambda q, k, v: attn.reference_attention(q, k, v, mask.dense)  # noqa: E731
+    (_, out_fast), grads_fast = jax.value_and_grad(real_token_sum, argnums=(1, 2, 3), has_aux=True)(fast, q, kk, v)
+    (_, out_ref), grads_ref = jax.value_and_grad(real_token_sum, argnums=(1, 2, 3), has_aux=True)(reference, q, kk, v)
+    np.testing.assert_allclose(jnp.where(keep, out_fast, 0), jnp.where(keep, out_ref, 0), atol=2e-2)
+    for g_fast, g_ref in zip(grads_fast, grads_ref):
+        g_fast, g_ref = g_fast.astype(jnp.float32), g_ref.astype(jnp.float32)
+        assert bool(jnp.isfinite(g_fast).all())
+        np.testing.assert_allclose(g_fast, g_ref, atol=0.05 * float(jnp.abs(g_ref).max()))
 
     config = tiny_qwen3(dtype="bfloat16", head_dim=head_dim)
     assert attn.resolve_impl(config) == "fast"
@@ -238,6 +300,13 @@ def test_fast_attention_matches_reference_on_gpu(head_dim):
     out_ref = _forward(model_ref, tokens, positions, segments)
     assert bool(jnp.isfinite(out_fast).all())
     np.testing.assert_allclose(out_fast, out_ref, atol=0.03 * float(jnp.abs(out_ref).max()))
+    right_padded = jnp.asarray([[1] * 16, [1] * 13 + [0] * 3])
+    one_per_row, _ = nnx.jit(lambda m, t, p, s: m(t, p, segment_ids=s, one_sequence_per_row=True))(
+        model_fast, tokens, positions, right_padded)
+    out_ref = _forward(model_ref, tokens, positions, right_padded)
+    real = (right_padded != 0)[:, :, None]
+    np.testing.assert_allclose(jnp.where(real, one_per_row, 0), jnp.where(real, out_ref, 0),
+                               atol=0.03 * float(jnp.abs(out_ref).max()))
 
 
 @pytest.mark.gpu

@@ -166,6 +166,11 @@ def test_build_rows_masks_unusable_samples():
     np.testing.assert_array_equal(rows["mask"][0], [0, 0, 1, 1, 0, 0, 0, 0])
     np.testing.assert_array_equal(rows["advantages"][0, 2:4], [0.5, 0.5])
     assert rows["mask"][1:].sum() == 0 and rows["advantages"][1:].sum() == 0
+    # The layout the loss promises cuDNN (one_sequence_per_row): each row one sequence from slot 0.
+    segments = rows["segment_ids"]
+    lengths = segments.sum(axis=1)
+    np.testing.assert_array_equal(segments, np.arange(8)[None, :] < lengths[:, None])
+    np.testing.assert_array_equal(lengths, [5, 4, 0, 0])
 
 
 def test_token_offsets_by_incremental_decoding():
