@@ -194,6 +194,37 @@ def test_bad_inputs_are_rejected(qwen3_model):
         model(tokens, positions[:, :3])
 
 
+@pytest.mark.parametrize("equation", ["...d,vd->...v", "...d,dv->...v"])
+def test_vocab_projection_backward_runs_in_the_compute_dtype(equation):
+    """Forward: float32 logits as a float32-accumulating einsum. Backward: exactly plain autodiff for a
+    float32 model; for bf16, the gradients of the einsum at the cotangent rounded to bf16."""
+    from jaxrl.models.transformer import vocab_projection
+
+    kh, kw, kg = jax.random.split(jax.random.key(3), 3)
+    w_shape = (40, 16) if equation.startswith("...d,vd") else (16, 40)
+    hidden32, weight32 = jax.random.normal(kh, (2, 5, 16)), jax.random.normal(kw, w_shape)
+    target = jax.random.normal(kg, (2, 5, 40))
+
+    def loss(projection, h, w):
+        return (projection(h, w) * target).sum()
+
+    custom = lambda h, w: vocab_projection(h, w, equation)  # noqa: E731
+    plain = lambda h, w: jnp.einsum(equation, h, w, preferred_element_type=jnp.float32)  # noqa: E731
+    for got, want in zip(jax.grad(loss, (1, 2))(custom, hidden32, weight32),
+                         jax.grad(loss, (1, 2))(plain, hidden32, weight32)):
+        np.testing.assert_array_equal(got, want)
+
+    hidden, weight = hidden32.astype(jnp.bfloat16), weight32.astype(jnp.bfloat16)
+    logits = custom(hidden, weight)
+    assert logits.dtype == jnp.float32
+    np.testing.assert_allclose(logits, plain(hidden, weight), rtol=1e-6)
+    grads = jax.grad(loss, (1, 2))(custom, hidden, weight)
+    _, pullback = jax.vjp(lambda h, w: jnp.einsum(equation, h, w), hidden, weight)
+    for got, want in zip(grads, pullback(target.astype(jnp.bfloat16))):
+        assert got.dtype == jnp.bfloat16
+        np.testing.assert_array_equal(got, want)
+
+
 def test_mask_rules():
     """Causal within a segment, never into padding or empty slots, always the query's own slot."""
     q_segments = jnp.asarray([[1, 1, 2, 0]])
