@@ -2,11 +2,14 @@
 
 For each model shape (random weights; Qwen3-0.6B and Qwen3-8B by default), B rows of S tokens (one
 full row per sequence, no packing, loss on every token):
-  jax     the bf16 matmul rate R of one device (a jitted 8192^3 bf16 matmul, median of several);
+  jax     the bf16 matmul rate R of one device: a jitted chain of 8192^3 bf16 matmuls (bf16 out,
+          float32 accumulation, as torch.matmul), median over repeats;
           `TrainStep` with `make_sft_loss` (the step GRPO uses too: forward, backward, gradient
           accumulation, global-norm clipping, AdamW), bf16 compute, float32 master parameters and
           float32 Adam moments (`--param-dtype`), activation checkpointing `--remat`, the vocabulary
-          projection chunked (`--logits-chunk`), the mesh over every visible device (fsdp);
+          projection chunked (`--logits-chunk`), the mesh over every visible device (fsdp); rows are
+          declared one sequence each (cuDNN's causal mask, no dense mask) unless `--dense-mask`
+          (the path packed SFT rows take);
           step time = median over `--steps` steps after one warm-up (compiling) step.
   torch   transformers AutoModelForCausalLM.from_config(Qwen3Config) in bf16 on one GPU: bf16
           weights (the master weights are bf16 too) and bf16 AdamW state (torch.optim.AdamW keeps
@@ -18,14 +21,16 @@ Both report tokens/s = B * S / step time and
 where N counts the parameters that take part in a matmul (every layer weight and the LM head; not an
 untied input embedding table, which is only gathered), L the layers, A = heads x head_dim the
 attention width (PaLM's formula: the attention score and value matmuls, causal masking not
-discounted); `mfu_6n` leaves the attention term out. Torch's MFU uses the same R (from the JAX part of
-the same job) with devices = 1. Each part runs in its own subprocess, so JAX and PyTorch never hold
+discounted); `mfu_6n` leaves the attention term out. The table's R is the faster of the job's two
+probes (JAX's and torch's 8192^3 bf16 matmul) for both sides, so a slow probe flatters neither; each
+part's own progress line uses its own probe. Torch runs on one device. Each part runs in its own subprocess, so JAX and PyTorch never hold
 GPU memory at the same time; the compact table at the end is all a 12k-character log tail needs and
 --out keeps every number.
 
-    python benchmarks/train_throughput.py --models 0.6b --batch 8 --out train_0.6b.json   # 1 GPU
-    python benchmarks/train_throughput.py --models 8b --batch 8 --out train_8b.json       # >= 2 H200 (fsdp)
-    python benchmarks/train_throughput.py --tiny                                          # CPU smoke run
+    python benchmarks/train_throughput.py --models 0.6b --remat none --out train_0.6b.json        # 1 GPU
+    python benchmarks/train_throughput.py --models 8b --remat dots --micro-batch 4 --out train_8b.json  # 2 H200
+    python benchmarks/train_throughput.py --from-json train_8b.json     # the table of a saved run again
+    python benchmarks/train_throughput.py --tiny                        # CPU smoke run
 Targets: MFU >= 50% on the 8B shape; tokens/s >= 2x the torch step's on the 0.6B shape.
 """
 
@@ -36,6 +41,7 @@ import json
 import os
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -44,7 +50,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 if str(REPO_ROOT) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(REPO_ROOT))
 
-from benchmarks import subprocess_parts  # noqa: E402
+from benchmarks import device_profile, subprocess_parts  # noqa: E402
 from benchmarks.subprocess_parts import fmt, log  # noqa: E402
 
 PRESETS = {"8b": "qwen3_8b", "0.6b": "qwen3_0_6b", "tiny": "tiny_qwen3"}
@@ -95,22 +101,31 @@ def random_rows(vocab: int, batch: int, seq: int):
 # ---------------------------------------------------------------------- parts (each in a subprocess)
 
 
+MATMUL_CHAIN = 8
+
+
 def jax_matmul_rate(size: int, repeats: int) -> float:
-    """bf16 flops/s of one device: median time of a jitted size^3 matmul (float32 accumulation)."""
+    """bf16 flops/s of one device: median time of a jitted chain of MATMUL_CHAIN size^3 matmuls
+    (bf16 operands and result, float32 accumulation inside the GEMM, like torch.matmul), so one
+    dispatch and sync are spread over several products. Rescaled by 1/sqrt(size) to stay finite."""
     import jax
     import jax.numpy as jnp
 
     ka, kb = jax.random.split(jax.random.key(0))
     a = jax.random.normal(ka, (size, size), jnp.bfloat16)
-    b = jax.random.normal(kb, (size, size), jnp.bfloat16)
-    mm = jax.jit(lambda x, y: jnp.matmul(x, y, preferred_element_type=jnp.float32).astype(jnp.bfloat16))
-    mm(a, b).block_until_ready()
+    b = (jax.random.normal(kb, (size, size), jnp.float32) / size**0.5).astype(jnp.bfloat16)
+
+    @jax.jit
+    def chain(x, y):
+        return jax.lax.fori_loop(0, MATMUL_CHAIN, lambda _, acc: acc @ y, x)
+
+    chain(a, b).block_until_ready()
     times = []
     for _ in range(repeats):
         start = time.perf_counter()
-        mm(a, b).block_until_ready()
+        chain(a, b).block_until_ready()
         times.append(time.perf_counter() - start)
-    return 2.0 * size**3 / statistics.median(times)
+    return MATMUL_CHAIN * 2.0 * size**3 / statistics.median(times)
 
 
 def jax_part(args: argparse.Namespace) -> dict[str, Any]:
@@ -133,7 +148,8 @@ def jax_part(args: argparse.Namespace) -> dict[str, Any]:
                          f"{devices} devices (rows are split over the fsdp axis)")
     result: dict[str, Any] = {"device": str(jax.devices()[0].device_kind), "devices": devices,
                               "attention": resolve_impl(config), "remat": config.remat,
-                              "param_dtype": config.param_dtype, "micro_batch": micro}
+                              "param_dtype": config.param_dtype, "micro_batch": micro,
+                              "mask": "dense" if args.dense_mask else "one sequence per row"}
     rate = jax_matmul_rate(args.matmul_size, args.matmul_repeats)
     result["matmul_tflops"] = rate / 1e12
     log(f"[jax {args.model}] bf16 matmul {rate / 1e12:.0f} TFLOP/s per device; {devices} device(s); "
@@ -146,7 +162,8 @@ def jax_part(args: argparse.Namespace) -> dict[str, Any]:
                                   args.steps + 1)
     graphdef, state, shardings = init_train_state(model, optimizer, mesh, seed=0)
     del model
-    step = TrainStep(graphdef, make_sft_loss(args.logits_chunk), optimizer, mesh, shardings)
+    loss = make_sft_loss(args.logits_chunk, one_sequence_per_row=not args.dense_mask)
+    step = TrainStep(graphdef, loss, optimizer, mesh, shardings)
     jax.block_until_ready(state)
     result["init_s"] = time.perf_counter() - start
 
@@ -171,6 +188,16 @@ def jax_part(args: argparse.Namespace) -> dict[str, Any]:
         losses.append(loss)
     if not all(np.isfinite(losses)):
         raise RuntimeError(f"non-finite loss: {losses}")
+    if args.profile:
+        with tempfile.TemporaryDirectory() as trace_dir:
+            with device_profile.trace(Path(trace_dir)):
+                for _ in range(args.profile):
+                    state, _, _ = run_step(state)
+            profile = device_profile.summarise(Path(trace_dir), args.profile)
+        result["profile_ms_per_step"] = {"by_kind": profile.by_kind,
+                                         "top_kernels": dict(list(profile.by_kernel.items())[:40])}
+        for line in device_profile.table(profile).splitlines():  # prefixed: run_part relays "[jax " lines
+            log(f"[jax {args.model}] {line}")
     result.update(step_s=statistics.median(times), step_s_all=times, losses=losses)
     result["tokens_per_s"] = batch * seq / result["step_s"]
     add_mfu(result, config, seq, rate, devices)
@@ -272,6 +299,7 @@ def run_part(part: str, model: str, args: argparse.Namespace, deadline: float) -
         "--steps", str(args.steps), "--remat", args.remat, "--param-dtype", args.param_dtype,
         "--attention", args.attention, "--logits-chunk", str(args.logits_chunk),
         "--matmul-size", str(args.matmul_size), "--matmul-repeats", str(args.matmul_repeats),
+        *(["--dense-mask"] if args.dense_mask else []), "--profile", str(args.profile),
     ], deadline, env)
 
 
@@ -281,9 +309,13 @@ def summary(document: dict[str, Any]) -> str:
              f"{'TFLOP/s':>9}{'compile':>9}{'peak GB':>9}  notes"]
     for name, entry in document["models"].items():
         j, t = entry.get("jax", {}), entry.get("torch", {})
-        rate = j.get("matmul_tflops")
-        if "tokens_per_s" in t and rate:
-            add_mfu(t, model_config(name, document["args"]), document["shapes"]["seq"], rate * 1e12, 1)
+        rate = max(j.get("matmul_tflops") or 0.0, t.get("torch_matmul_tflops") or 0.0)
+        if rate:
+            entry["mfu_rate_tflops"] = rate
+            for side in (j, t):
+                if "tokens_per_s" in side:
+                    add_mfu(side, model_config(name, document["args"]), document["shapes"]["seq"], rate * 1e12,
+                            side.get("devices", 1))
         if "tokens_per_s" in j and "tokens_per_s" in t:
             entry["speedup_tokens_per_s"] = j["tokens_per_s"] / t["tokens_per_s"]
         for side, r in (("jax", j), ("torch", t)):
@@ -291,7 +323,8 @@ def summary(document: dict[str, Any]) -> str:
                 continue
             mfu, mfu6 = r.get("mfu"), r.get("mfu_6n")
             notes = r["error"].splitlines()[-1][:110] if "error" in r else \
-                (f"remat {r.get('remat')}, params {r.get('param_dtype')}, attn {r.get('attention')}" if side == "jax"
+                (f"remat {r.get('remat')}, params {r.get('param_dtype')}, attn {r.get('attention')}, "
+                 f"{r.get('mask')} mask, micro {r.get('micro_batch')}" if side == "jax"
                  else "bf16 weights+AdamW, grad ckpt")
             lines.append(
                 f"{name:<6}{side:<6}{r.get('devices', 0):>4}{fmt(r.get('step_s'), '.3f'):>9}"
@@ -313,7 +346,8 @@ def summary(document: dict[str, Any]) -> str:
     if verdicts:
         lines.append("targets: " + "; ".join(verdicts))
     lines.append(f"batch {document['shapes']['batch']} x seq {document['shapes']['seq']}; "
-                 "MFU = (6N + 12 L A S) tokens/s / (bf16 matmul rate x devices); 6N % without attention")
+                 "MFU = (6N + 12 L A S) tokens/s / (bf16 matmul rate x devices), rate = the faster of the "
+                 "JAX and torch probes of the job; 6N % without attention")
     return "\n".join(lines)
 
 
@@ -331,10 +365,16 @@ def build_parser() -> argparse.ArgumentParser:
                         help="JAX master parameter dtype (compute is bf16; Adam moments are float32 either way)")
     parser.add_argument("--attention", default="auto", choices=["auto", "fast", "reference"],
                         help="JAX attention path (auto = cuDNN on GPU with bf16)")
+    parser.add_argument("--dense-mask", action="store_true",
+                        help="give attention the dense [B, T, S] mask, as packed SFT rows do (default: rows "
+                             "declared one sequence each, so cuDNN applies its own causal mask)")
     parser.add_argument("--logits-chunk", type=int, default=1024,
                         help="positions per chunk of the vocabulary projection in the loss (0 = whole rows)")
     parser.add_argument("--matmul-size", type=int, default=8192)
     parser.add_argument("--matmul-repeats", type=int, default=20)
+    parser.add_argument("--profile", type=int, default=0, metavar="STEPS",
+                        help="after timing, trace this many more JAX steps and print where the device time "
+                             "went (by kernel kind and top kernels); 0 = no trace")
     parser.add_argument("--skip-torch", action="store_true", help="no transformers + torch baseline")
     parser.add_argument("--skip-jax", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--time-budget", type=float, default=570.0, help="seconds for the whole run; parts that "
@@ -342,6 +382,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--tiny", action="store_true",
                         help="tiny model, batch 8, seq 64, 2 steps, 256^3 matmul (CPU check)")
     parser.add_argument("--out", type=Path, default=None, help="JSON file for every number")
+    parser.add_argument("--from-json", type=Path, help="print the table of a saved --out file and exit")
     parser.add_argument("--part", choices=sorted(PARTS), help=argparse.SUPPRESS)
     parser.add_argument("--part-out", type=Path, help=argparse.SUPPRESS)
     return parser
@@ -353,14 +394,21 @@ def main(argv: list[str] | None = None) -> int:
         args.model = args.models
         args.part_out.write_text(json.dumps(PARTS[args.part](args)))
         return 0
+    if args.from_json:
+        document = json.loads(args.from_json.read_text())
+        document["args"] = argparse.Namespace(**document["args"])
+        print(summary(document), flush=True)
+        return 0
     if args.tiny:
         args.models, args.batch, args.seq, args.steps = "tiny", 8, 64, 2
         args.matmul_size, args.matmul_repeats, args.logits_chunk = 256, 5, 16
     models = [m.strip() for m in args.models.split(",") if m.strip()]
     for name in models:
         model_config(name, args)
-    if min(args.batch, args.seq, args.steps, args.matmul_size, args.matmul_repeats) < 1 or args.micro_batch < 0:
-        raise SystemExit("--batch, --seq, --steps, --matmul-size, --matmul-repeats must be >= 1, --micro-batch >= 0")
+    if min(args.batch, args.seq, args.steps, args.matmul_size, args.matmul_repeats) < 1 \
+            or min(args.micro_batch, args.profile) < 0:
+        raise SystemExit("--batch, --seq, --steps, --matmul-size, --matmul-repeats must be >= 1; "
+                         "--micro-batch, --profile >= 0")
     if args.logits_chunk < 0 or (args.logits_chunk and args.seq % args.logits_chunk):
         raise SystemExit(f"--logits-chunk ({args.logits_chunk}) must be 0 or divide --seq ({args.seq})")
     deadline = time.monotonic() + args.time_budget
