@@ -441,6 +441,7 @@ class GRPOSection(Section):
     (0 = off) by kl_estimator (k1 | k2 | k3), loss_agg_mode (token-mean | seq-mean-token-mean |
     seq-mean-token-sum-norm). reuse_sampler_logprobs: take the old logprobs from the sampler instead
     of recomputing them (only valid at temperature 1). logits_chunk: must divide row_multiple.
+    Logs: log_completions adds each completion's text to its record in the run's rollouts.jsonl.
     """
 
     dataset: str | None = None
@@ -469,6 +470,7 @@ class GRPOSection(Section):
     kl_estimator: Literal["k1", "k2", "k3"] = "k3"
     loss_agg_mode: Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm"] = "token-mean"
     log_every: int = 1
+    log_completions: bool = False
     seed: int = 0
 
     def _problems(self) -> list[str]:

@@ -10,6 +10,7 @@ One step of `GRPOLoop.run`:
          obtained by incremental decoding (`token_offsets`), on a host thread during generation
       -> rewards (`rewards.score_results`), usable mask (infra failures are unusable: zero advantage,
          zero loss weight, left out of every group statistic), HRD per-token advantages
+      -> one record per sample (verdict, rewards, advantages, lengths) to rollouts.jsonl via RolloutLogger
       -> old logprobs recomputed with the current parameters before the update (one extra forward;
          the sampler's logprobs are under softmax(logits / T), not the policy, unless T = 1)
       -> `num_iterations` optimizer updates (TrainStep: exact gradient accumulation over micro-batches)
@@ -45,6 +46,7 @@ from jaxrl.training.logprobs import token_logprobs, token_logprobs_and_entropy
 from jaxrl.training.losses import LossConfig, LossOutput, policy_loss, summarize_metrics
 from jaxrl.training.metrics_log import MetricsLogger, to_number
 from jaxrl.training.rewards import RewardConfig, score_results
+from jaxrl.training.rollout_log import RolloutLogger
 from jaxrl.training.sft import BatchOrder, DataPosition
 from jaxrl.training.trainer import LossFn, TrainState, TrainStep, model_from_state
 from sandbox_service.client import SandboxClient
@@ -360,6 +362,7 @@ class GRPOLoop:
     ref_params: Any = None
     checkpointer: Checkpointer | None = None
     logger: MetricsLogger | None = None
+    rollout_logger: RolloutLogger | None = None
     progress: bool = True
 
     def __post_init__(self) -> None:
@@ -415,6 +418,10 @@ class GRPOLoop:
         plan_adv, code_adv = sequence_advantages(rewards.correct, rewards.speedup, rewards.usable,
                                                  self.reward_mode, self.advantage_config)
         plan_adv, code_adv = np.asarray(plan_adv).reshape(-1), np.asarray(code_adv).reshape(-1)
+        if self.rollout_logger is not None:
+            # Before the update, so a step that fails there still leaves its samples on record;
+            # numbered as metrics.jsonl numbers the step (the count of steps done after it).
+            self.rollout_logger.log(step + 1, rollout, rewards, plan_adv, code_adv)
         usable = rewards.usable.reshape(-1)
         flat = rollout.flat()
         token_adv = []

@@ -2,9 +2,10 @@
 
 The run folder holds config.yaml (the resolved config), rewards.json (the reward settings, stating
 whether speedups were measured or count as 1 on the CPU interpreter), metrics.jsonl and tensorboard/
-(per step), checkpoints/ (orbax: parameters, optimizer state, RNG, step and the task-order position)
-and hf/ (the trained policy as a Hugging Face folder). Running again with the same run.name resumes
-from the newest checkpoint (unless checkpoint.resume=false).
+(per step), rollouts.jsonl (per sample: verdict, rewards, advantages, lengths; `rollout_log`),
+checkpoints/ (orbax: parameters, optimizer state, RNG, step and the task-order position) and hf/ (the
+trained policy as a Hugging Face folder). Running again with the same run.name resumes from the newest
+checkpoint (unless checkpoint.resume=false).
 
 The model, tokenizer and mesh are read as `sft` reads them (`model.source` may be `random:<preset>`).
 One process per host holds the parameters once: the sampler decodes with the train state's arrays
@@ -33,6 +34,7 @@ from jaxrl.training.losses import LossConfig
 from jaxrl.training.metrics_log import MetricsLogger
 from jaxrl.training.optim import make_optimizer
 from jaxrl.training.rewards import RewardConfig
+from jaxrl.training.rollout_log import RolloutLogger
 from jaxrl.training.sft_main import (
     RANDOM_PREFIX, export_policy, find_path, load_policy, load_policy_tokenizer, policy_config, run_directory,
     start_training,
@@ -85,8 +87,10 @@ def run(config: Config) -> int:
         options = dataclasses.replace(options, time=False)
     client = open_client(config.sandbox)
     scorer = SandboxScorer(client, options, config.sandbox.max_concurrency)
-    logger = MetricsLogger(run_dir, start_step=int(state.step) // settings.num_iterations,
-                           enabled=jax.process_index() == 0)
+    done_steps = int(state.step) // settings.num_iterations
+    logger = MetricsLogger(run_dir, start_step=done_steps, enabled=jax.process_index() == 0)
+    rollout_logger = RolloutLogger(run_dir, start_step=done_steps, log_completions=settings.log_completions,
+                                   enabled=jax.process_index() == 0)
     loop = GRPOLoop(
         settings=GRPOSettings(
             tasks_per_step=settings.tasks_per_step, micro_batch_rows=settings.micro_batch_rows,
@@ -108,6 +112,7 @@ def run(config: Config) -> int:
         ref_params=ref_params,
         checkpointer=checkpointer,
         logger=logger,
+        rollout_logger=rollout_logger,
     )
     try:
         state, position = loop.run(state, position)
@@ -116,6 +121,7 @@ def run(config: Config) -> int:
         scorer.close()
         client.close()
         logger.close()
+        rollout_logger.close()
         checkpointer.close()
     print(f"grpo: {settings.max_steps} steps done; run folder {run_dir}")
     return 0

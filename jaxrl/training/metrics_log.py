@@ -35,7 +35,7 @@ class MetricsLogger:
         if not enabled:
             return
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        _drop_lines_after(self.path, start_step)
+        drop_lines_after(self.path, start_step)
         self._file = open(self.path, "a", encoding="utf-8")
         if tensorboard:
             from tensorboardX import SummaryWriter
@@ -82,12 +82,18 @@ def to_number(value: Any, name: str = "value") -> float | int:
 
 def read_metrics(run_dir: str | Path) -> list[dict[str, Any]]:
     """The records of a run's metrics.jsonl, in order."""
-    path = Path(run_dir) / METRICS_FILE
+    return read_jsonl(Path(run_dir) / METRICS_FILE)
+
+
+def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
+    """The records of a JSON-lines file, in order."""
     with open(path, encoding="utf-8") as f:
         return [json.loads(line) for line in f if line.strip()]
 
 
-def _drop_lines_after(path: Path, step: int) -> None:
+def drop_lines_after(path: Path, step: int) -> None:
+    """Removes the lines of a per-step JSONL file whose `step` is after `step`: a resumed run writes
+    them again (the interrupted run wrote them after its last checkpoint)."""
     if not path.exists():
         return
     lines = path.read_text(encoding="utf-8").splitlines(keepends=True)

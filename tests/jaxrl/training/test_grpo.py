@@ -21,6 +21,7 @@ from jaxrl.training.losses import LossConfig
 from jaxrl.training.metrics_log import MetricsLogger, read_metrics
 from jaxrl.training.optim import make_optimizer
 from jaxrl.training.rewards import RewardConfig
+from jaxrl.training.rollout_log import RolloutLogger, read_rollouts
 from jaxrl.training.sft import DataPosition
 from jaxrl.training.trainer import TrainStep, init_train_state
 
@@ -120,8 +121,9 @@ def test_kl_to_the_frozen_initial_policy():
     assert second["train/ref_kl"] > 1e-4
 
 
-def test_infra_failures_are_masked():
-    """Samples whose verdict is infra_error (or missing) get no advantage, no loss weight, no statistics."""
+def test_infra_failures_are_masked(tmp_path):
+    """Samples whose verdict is infra_error (or missing) get no advantage, no loss weight, no statistics;
+    rollouts.jsonl marks them unusable."""
     calls = []
 
     def scorer(task, completion):
@@ -135,8 +137,15 @@ def test_infra_failures_are_masked():
 
     mesh = shd.single_device_mesh()
     loop, state = make_loop(mesh, FunctionScorer(scorer), group=4)
+    loop.rollout_logger = RolloutLogger(tmp_path)
     _, _, values = loop.train_step(state, DataPosition(), 0)
+    loop.rollout_logger.close()
     assert values["rate/usable"] == 0.5 and values["rate/infra_error"] == 0.5
+    records = read_rollouts(tmp_path)
+    assert [(r["step"], r["task"], r["sample"]) for r in records] == [(1, f"t{t}", g)
+                                                                      for t in range(2) for g in range(4)]
+    assert [r["usable"] for r in records] == [k % 4 >= 2 for k in range(8)]
+    assert [r["status"] for r in records[:2]] == ["infra_error", None]
     usable = [c for k, c in enumerate(calls) if k % 4 >= 2]
     assert values["train/loss_tokens"] == sum(len(c.token_ids) for c in usable)  # token-mean denominator
     expected = np.mean([lower_first(None, c)["status"] == "ok" for c in usable])

@@ -29,6 +29,7 @@ from jaxrl.training.losses import LossConfig
 from jaxrl.training.metrics_log import MetricsLogger, read_metrics
 from jaxrl.training.optim import make_optimizer
 from jaxrl.training.rewards import RewardConfig
+from jaxrl.training.rollout_log import read_rollouts
 from jaxrl.training.sft import DataPosition
 from jaxrl.training.trainer import TrainStep, init_train_state
 from sandbox_service.client import SandboxClient
@@ -118,6 +119,7 @@ def test_tiny_cpu_config_runs(kernelbench_path, tmp_path):
     run_dir = tmp_path / "tiny"
     lines = (run_dir / "metrics.jsonl").read_text().splitlines()
     assert len(lines) == 1 and json.loads(lines[0])["rate/usable"] == 1.0
+    assert [r["step"] for r in read_rollouts(run_dir)] == [1] * 4  # 2 tasks x 2 samples
     assert json.loads((run_dir / "rewards.json").read_text())["timing_available"] is False
     assert (run_dir / "checkpoints").exists()
 
@@ -129,3 +131,4 @@ def test_tiny_cpu_config_runs(kernelbench_path, tmp_path):
     assert grpo_main.run(config) == 0
     steps = [json.loads(line)["step"] for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert steps == [1, 2]
+    assert [r["step"] for r in read_rollouts(run_dir)] == [1] * 4 + [2] * 4
