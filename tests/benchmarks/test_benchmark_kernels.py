@@ -9,9 +9,7 @@ Timing is skipped on the CPU; the benchmark's formulas are checked on made-up re
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 import time
 from pathlib import Path
 
@@ -22,6 +20,8 @@ from sandbox_service.evaluation import evaluate_local
 from sandbox_service.options import EvalOptions
 from sandbox_service.results import EvalResult, LayerResult, Outcome, Status, TimingStats
 
+from benchmark_scripts import load_benchmark
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 KERNELS = REPO_ROOT / "benchmarks" / "kernels" / "level1"
 CANDIDATES = sorted(KERNELS.glob("*.py"), key=lambda p: int(p.name.split("_")[0]))
@@ -30,12 +30,7 @@ FAST = EvalOptions(trials=2, timeout_s=120, memory_limit_mb=4096)
 
 
 def _load_benchmark():
-    path = REPO_ROOT / "benchmarks" / "sandbox_throughput.py"
-    spec = importlib.util.spec_from_file_location("sandbox_throughput", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("sandbox_throughput")
 
 
 bench = _load_benchmark()

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
@@ -11,17 +9,14 @@ import pytest
 from jaxrl.config.loader import load_config
 from sandbox_service.verifier.extraction import extract_completion
 
+from benchmark_scripts import load_benchmark
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = REPO_ROOT / "benchmarks" / "grpo_sandbox_run.py"
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("grpo_sandbox_run", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("grpo_sandbox_run")
 
 
 @pytest.fixture(scope="module")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import os
@@ -12,16 +11,14 @@ from pathlib import Path
 
 import pytest
 
+from benchmark_scripts import load_benchmark
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = REPO_ROOT / "benchmarks" / "train_throughput.py"
 
 
 def _load_benchmark():
-    spec = importlib.util.spec_from_file_location("train_throughput", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("train_throughput")
 
 
 def test_flops_per_token_of_the_8b_shape():

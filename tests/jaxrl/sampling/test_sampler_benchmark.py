@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -13,16 +12,15 @@ import pytest
 
 from jaxrl.models import qwen3_0_6b, qwen3_8b
 
+from benchmark_scripts import load_benchmark
+
 REPO_ROOT = Path(__file__).resolve().parents[3]
 SCRIPT = REPO_ROOT / "benchmarks" / "sampler_throughput.py"
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("sampler_throughput", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("sampler_throughput")
 
 
 def test_roofline_of_the_8b_shape(bench):
