@@ -5,9 +5,11 @@ KernelBench level-1 problems with an embedded sandbox (configs/eval_cpu_tiny.yam
 the metrics table. Commands live in `COMMANDS` (name -> Command); each receives the validated
 Config. Commands whose module is not part of this checkout say so instead of failing obscurely.
 
+Several processes (one per host) join one run through the JAXRL_* variables of `jaxrl.distributed`.
+
 Exit codes: 0 success; 2 usage or configuration error (unknown command, bad option, bad override,
-missing config file, a problem selection or model source that does not exist); 1 any other failure;
-130 interrupted.
+missing config file, a problem selection or model source that does not exist, bad JAXRL_* variables);
+1 any other failure; 130 interrupted.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import time
 import traceback
 from collections.abc import Callable, Sequence
 
+from jaxrl import distributed
 from jaxrl.config import Config, ConfigError, load_config
 
 DEFAULT_COMMAND = "eval"
@@ -182,6 +185,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     try:
+        distributed.initialize_from_env()  # before any JAX use; a no-op unless JAXRL_* asks for several processes
         return COMMANDS[name].run(config, args)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

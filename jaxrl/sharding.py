@@ -4,9 +4,9 @@ Specs are declared once per model family (`jaxrl.models.config.ShardingConfig`, 
 parameter as NNX `out_sharding` metadata) and fitted to the mesh at hand by `fit_spec`: an axis the
 mesh lacks, or whose size does not divide the dimension, is dropped (that dimension is replicated
 over it). The same config therefore runs on 1 device, on 8 fake CPU devices in tests, and on
-several hosts. For several hosts call `jax.distributed.initialize()` before `make_mesh`: the mesh
-then spans every process's devices, and the loaders in `jaxrl.checkpoint` fill only the shards each
-process can address.
+several hosts. For several hosts call `jax.distributed.initialize()` before `make_mesh` (the CLI does,
+through `jaxrl.distributed`): the mesh then spans every process's devices, and the loaders in
+`jaxrl.checkpoint` fill only the shards each process can address.
 
 Activations are constrained with `constrain` only while a mesh is set (`with jax.set_mesh(mesh):`);
 without one the model runs unsharded and unconstrained.

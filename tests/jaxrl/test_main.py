@@ -110,6 +110,23 @@ def test_usage_and_config_errors_exit_2_with_a_message(monkeypatch, capsys, argv
     assert not calls
 
 
+def test_the_command_runs_after_joining_a_multi_process_run(monkeypatch):
+    order = []
+    monkeypatch.setattr(cli.distributed, "initialize_from_env", lambda: order.append("join"))
+    monkeypatch.setitem(cli.COMMANDS, "eval", dataclasses.replace(
+        cli.COMMANDS["eval"], run=lambda config, args: order.append("run") or 0))
+    assert cli.main(["eval"]) == 0
+    assert order == ["join", "run"]
+
+
+def test_bad_multi_process_variables_exit_2_before_the_command_runs(monkeypatch, capsys):
+    calls = record_command(monkeypatch, "eval")
+    monkeypatch.setenv("JAXRL_NUM_PROCESSES", "2")
+    assert cli.main(["eval"]) == 2
+    assert "missing JAXRL_COORDINATOR_ADDRESS, JAXRL_PROCESS_ID" in capsys.readouterr().err
+    assert not calls
+
+
 @pytest.mark.parametrize(
     "override, message",
     [

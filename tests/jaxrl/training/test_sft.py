@@ -6,18 +6,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from sft_helpers import CharTokenizer, arithmetic_examples
+from sft_helpers import EXAMPLES, Recorder, setup
 
 from jaxrl import sharding as shd
-from jaxrl.config.schema import OptimSection
-from jaxrl.models import init_model, tiny_llama, tiny_qwen3
+from jaxrl.models import tiny_llama, tiny_qwen3
 from jaxrl.training.checkpointing import Checkpointer
-from jaxrl.training.optim import make_optimizer
-from jaxrl.training.sft import BatchOrder, DataPosition, SFTData, SFTLoop, make_sft_loss
-from jaxrl.training.trainer import TrainStep, abstract_train_state, init_train_state
-
-SEQ_LEN = 64
-EXAMPLES = arithmetic_examples(8)
+from jaxrl.training.sft import BatchOrder, DataPosition
+from jaxrl.training.trainer import abstract_train_state
 
 
 def one_device():
@@ -28,41 +23,6 @@ def eight_devices():
     if jax.device_count() < 8:
         pytest.fail("tests/conftest.py should provide 8 fake CPU devices")
     return shd.make_mesh(shd.MeshConfig(data=2, fsdp=2, tensor=2))
-
-
-class Recorder:
-    """A MetricsLogger stand-in that keeps what it is given; raises after `kill_after` steps."""
-
-    def __init__(self, kill_after: int | None = None):
-        self.records: list[tuple[int, dict]] = []
-        self.kill_after = kill_after
-
-    def log(self, step, metrics):
-        self.records.append((step, dict(metrics)))
-        if self.kill_after is not None and step >= self.kill_after and "train/loss" in metrics:
-            raise KeyboardInterrupt(f"killed after step {step}")
-
-    def losses(self) -> dict[int, float]:
-        return {step: m["train/loss"] for step, m in self.records if "train/loss" in m}
-
-
-def setup(mesh, *, config=None, total_steps=6, micro_batch_rows=2, batch_size=4, lr=3e-3, eps=1e-8, init_seed=0):
-    """(loop, state, position) for the tiny arithmetic task; the data order is always that of seed 0."""
-    config = config or tiny_llama()
-    spec = OptimSection(learning_rate=lr, warmup_ratio=0.1, weight_decay=0.01, eps=eps)
-    optimizer, schedule = make_optimizer(spec, total_steps)
-    graphdef, state, shardings = init_train_state(init_model(config, seed=init_seed, mesh=mesh), optimizer, mesh, 0)
-    loop = SFTLoop(
-        step_fn=TrainStep(graphdef, make_sft_loss(), optimizer, mesh, shardings),
-        data=SFTData(EXAMPLES, CharTokenizer(), SEQ_LEN),
-        order=BatchOrder(len(EXAMPLES), batch_size, seed=0),
-        micro_batch_rows=micro_batch_rows,
-        total_steps=total_steps,
-        schedule=schedule,
-        logger=Recorder(),
-        progress=False,
-    )
-    return loop, state, DataPosition()
 
 
 def host(tree):
