@@ -32,6 +32,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import nnx
+from jax.experimental import multihost_utils
 from jax.sharding import Mesh
 from jax.sharding import PartitionSpec as P
 
@@ -158,8 +159,8 @@ class DecodeEngine:
 
     def mark_done(self, state: DecodeState, done: np.ndarray) -> DecodeState:
         """The state with rows ended by the host (e.g. a stop string) marked done, same placement."""
-        merged = np.asarray(jax.device_get(state.done)) | np.asarray(done, bool)
-        return dataclasses.replace(state, done=jax.device_put(merged, state.done.sharding))
+        (current,) = host_values(state.done)
+        return dataclasses.replace(state, done=jax.device_put(current | np.asarray(done, bool), state.done.sharding))
 
     def _place(self, array: np.ndarray, spec: P) -> jax.Array:
         return jnp.asarray(array) if self.mesh is None else shd.shard_array(array, self.mesh, spec)
@@ -244,6 +245,13 @@ class DecodeEngine:
             keys=shd.constrain(state.keys, ROW_2D),
             step=shd.constrain(state.step, P()),
         )
+
+
+def host_values(*arrays: jax.Array) -> tuple[np.ndarray, ...]:
+    """The arrays' full values on this host. Rows split across processes (a mesh over several hosts) are
+    gathered, so every process holds every row: the same completions on every process."""
+    return tuple(np.asarray(jax.device_get(x)) if x.is_fully_addressable or x.is_fully_replicated
+                 else multihost_utils.process_allgather(x, tiled=True) for x in arrays)
 
 
 def _step_keys(key_data: jax.Array, step) -> jax.Array:

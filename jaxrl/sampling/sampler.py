@@ -36,7 +36,7 @@ from jax.sharding import Mesh
 from jaxrl.models.transformer import Transformer
 from jaxrl.sampling import buckets, stops
 from jaxrl.sampling.api import Completion, SamplingParams
-from jaxrl.sampling.engine import DecodeArgs, DecodeEngine, DecodeState
+from jaxrl.sampling.engine import DecodeArgs, DecodeEngine, DecodeState, host_values
 from jaxrl.sampling.logits import mode_for
 
 
@@ -176,7 +176,7 @@ class Sampler:
         keys = _row_keys(params.seed, prompt_index, sample_index)
         state = self.engine.prefill(tokens, segments, active, keys, args, mode=mode, cache_len=cache_len)
         state = self._decode_to_end(state, args, mode, params)
-        out_tokens, out_logprobs, lengths = jax.device_get((state.tokens, state.logprobs, state.lengths))
+        out_tokens, out_logprobs, lengths = host_values(state.tokens, state.logprobs, state.lengths)
         completions = []
         for r in range(len(batch)):
             ids = [int(t) for t in out_tokens[r, : lengths[r]]]
@@ -191,7 +191,7 @@ class Sampler:
         checked = np.zeros(state.done.shape, np.int64)
         step = 1
         while True:
-            tokens, lengths, done = jax.device_get((state.tokens, state.lengths, state.done))
+            tokens, lengths, done = host_values(state.tokens, state.lengths, state.done)
             reached = np.zeros(done.shape, bool)
             for r in np.flatnonzero(~done):
                 ids = tokens[r, : lengths[r]].tolist()

@@ -16,6 +16,12 @@ One step of `GRPOLoop.run`:
       -> `num_iterations` optimizer updates (TrainStep: exact gradient accumulation over micro-batches)
       -> metrics (JSONL + TensorBoard via MetricsLogger, and the progress bar) -> checkpoint.
 
+Several processes (one per host, `jaxrl.distributed`): process 0 alone scores, and its verdicts are
+broadcast to the others (`multihost.broadcast_json`), so every process trains on the same rewards and
+the sandbox sees each completion once. Everything else a process computes on its host is already the
+same everywhere: completions come from one sampler program over the global mesh whose rows every
+process gathers, task order from a seeded RNG, segments from the tokenizer.
+
 Training rows: one sequence per row, `prompt + completion` right-padded to a multiple of
 `row_multiple`; `targets[t] = tokens[t + 1]` and `mask[t]` is 1 where targets[t] is a completion token
 of a usable sample. Rows of padding (to fill a micro-batch) have mask 0 and count for nothing.
@@ -45,6 +51,7 @@ from jaxrl.training.hrd import CODE, PLAN, RewardModeConfig, segment_tokens, seq
 from jaxrl.training.logprobs import token_logprobs, token_logprobs_and_entropy
 from jaxrl.training.losses import LossConfig, LossOutput, policy_loss, summarize_metrics
 from jaxrl.training.metrics_log import MetricsLogger, to_number
+from jaxrl.training.multihost import broadcast_json
 from jaxrl.training.rewards import RewardConfig, score_results
 from jaxrl.training.rollout_log import RolloutLogger
 from jaxrl.training.sft import BatchOrder, DataPosition
@@ -187,13 +194,18 @@ class Rollout:
 
 def collect_rollout(
     generator: Any,
-    scorer: Scorer,
+    scorer: Scorer | None,
     tasks: Sequence[Task],
     params: SamplingParams,
     tasks_per_call: int,
 ) -> Rollout:
     """Generate `params.num_samples` completions per task, `tasks_per_call` tasks per generate call, and
-    submit each completion to the scorer as soon as its call returns; then wait for every verdict."""
+    submit each completion to the scorer as soon as its call returns; then wait for every verdict.
+
+    Only process 0 calls `scorer` (None elsewhere is fine); the others receive its verdicts."""
+    scores = jax.process_index() == 0
+    if scores and scorer is None:
+        raise ValueError("process 0 scores every rollout: it needs a scorer")
     encode = generator.encode
     decode = generator.decode
     prompt_ids = [list(encode(t.prompt)) for t in tasks]
@@ -215,11 +227,11 @@ def collect_rollout(
                     raise RuntimeError(
                         f"task {tasks[i].key}: {len(samples)} completions, expected {params.num_samples}")
                 completions.append(samples)
-                futures.append([scorer.submit(tasks[i], c) for c in samples])
+                futures.append([scorer.submit(tasks[i], c) for c in samples] if scores else [])
                 segment_futures.append([segmenter.submit(completion_segments, decode, c) for c in samples])
         segments = [[f.result() for f in row] for row in segment_futures]
     t0 = time.perf_counter()
-    verdicts = [[verdict_dict(f.result()) for f in row] for row in futures]
+    verdicts = broadcast_json([[verdict_dict(f.result()) for f in row] for row in futures] if scores else None)
     return Rollout(list(tasks), prompt_ids, completions, verdicts, segments, generation_s, time.perf_counter() - t0)
 
 
@@ -345,13 +357,14 @@ class GRPOLoop:
     """Everything a GRPO run needs besides the state (see the module docstring).
 
     generator: a `Sampler` (or anything with encode/decode/generate_from_ids/update_model);
+    scorer: called on process 0 only (`collect_rollout`), so the other processes may pass None;
     ref_params: frozen reference parameters (pure dict) for the KL term, None when beta = 0.
     """
 
     settings: GRPOSettings
     step_fn: TrainStep
     generator: Any
-    scorer: Scorer
+    scorer: Scorer | None
     tasks: Sequence[Task]
     sampling: SamplingParams
     loss_config: LossConfig

@@ -10,11 +10,14 @@ checkpoint (unless checkpoint.resume=false).
 The model, tokenizer and mesh are read as `sft` reads them (`model.source` may be `random:<preset>`).
 One process per host holds the parameters once: the sampler decodes with the train state's arrays
 (`Sampler.update_model` after every update), so there is no weight copy. With grpo.beta > 0 a frozen
-copy of the initial parameters is kept as the KL reference.
+copy of the initial parameters is kept as the KL reference. On several processes only process 0 opens
+the sandbox (client or embedded server) and decides whether it times kernels; the others receive its
+verdicts and that decision (`grpo.collect_rollout`, `multihost.broadcast_json`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import jax
@@ -32,6 +35,7 @@ from jaxrl.training.grpo import GRPOLoop, GRPOSettings, SandboxScorer, Task, mak
 from jaxrl.training.hrd import RewardModeConfig
 from jaxrl.training.losses import LossConfig
 from jaxrl.training.metrics_log import MetricsLogger
+from jaxrl.training.multihost import broadcast_json
 from jaxrl.training.optim import make_optimizer
 from jaxrl.training.rewards import RewardConfig
 from jaxrl.training.rollout_log import RolloutLogger
@@ -40,6 +44,7 @@ from jaxrl.training.sft_main import (
     start_training,
 )
 from jaxrl.training.trainer import TrainStep, model_from_state
+from sandbox_service.client import SandboxClient
 
 
 def run(config: Config) -> int:
@@ -61,8 +66,10 @@ def run(config: Config) -> int:
         kl_estimator=settings.kl_estimator, loss_agg_mode=settings.loss_agg_mode,
         max_completion_length=config.sampling.max_new_tokens,
     )
-    reward_config = RewardConfig(speedup_cap=settings.speedup_cap,
-                                 timing_available=timing_available(settings, config.sandbox))
+    scores = jax.process_index() == 0
+    # Process 0's answer on every process: the rewards depend on it.
+    timed = broadcast_json(timing_available(settings, config.sandbox) if scores else None)
+    reward_config = RewardConfig(speedup_cap=settings.speedup_cap, timing_available=timed)
 
     checkpointer, graphdef, state, shardings, position, resumed = start_training(
         config, run_dir, model_config, optimizer, mesh, settings.seed
@@ -80,13 +87,7 @@ def run(config: Config) -> int:
 
     sampler = Sampler(model_from_state(graphdef, state), tokenizer, SamplerConfig.from_section(config.sampling),
                       mesh=mesh)
-    options = eval_options(config.sandbox)
-    if not reward_config.timing_available:
-        import dataclasses
-
-        options = dataclasses.replace(options, time=False)
-    client = open_client(config.sandbox)
-    scorer = SandboxScorer(client, options, config.sandbox.max_concurrency)
+    client, scorer = open_scorer(config.sandbox, reward_config.timing_available) if scores else (None, None)
     done_steps = int(state.step) // settings.num_iterations
     logger = MetricsLogger(run_dir, start_step=done_steps, enabled=jax.process_index() == 0)
     rollout_logger = RolloutLogger(run_dir, start_step=done_steps, log_completions=settings.log_completions,
@@ -118,13 +119,23 @@ def run(config: Config) -> int:
         state, position = loop.run(state, position)
         export_policy(config, model_from_state(graphdef, state), model_config, run_dir, tokenizer)
     finally:
-        scorer.close()
-        client.close()
+        if scorer is not None:
+            scorer.close()
+            client.close()
         logger.close()
         rollout_logger.close()
         checkpointer.close()
     print(f"grpo: {settings.max_steps} steps done; run folder {run_dir}")
     return 0
+
+
+def open_scorer(sandbox: SandboxSection, timed: bool) -> tuple[SandboxClient, SandboxScorer]:
+    """The sandbox client (an embedded server when no target is configured) and a scorer on it."""
+    options = eval_options(sandbox)
+    if not timed:
+        options = dataclasses.replace(options, time=False)
+    client = open_client(sandbox)
+    return client, SandboxScorer(client, options, sandbox.max_concurrency)
 
 
 def load_tasks(settings: GRPOSection, tokenizer) -> list[Task]:

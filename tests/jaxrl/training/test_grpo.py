@@ -44,11 +44,11 @@ def lower_first(task: Task, completion: Completion):
 
 
 def make_loop(mesh, scorer, *, steps=1, lr=1e-2, group=8, max_new=4, micro_rows=8, tasks=2,
-              num_iterations=1, beta=0.0, seed=0, reuse=False):
+              num_iterations=1, beta=0.0, seed=0, reuse=False, eps=1e-8):
     config = tiny_llama(eos_token_ids=(EOS,))
     model = init_model(config, seed=seed, mesh=mesh)
-    optimizer, schedule = make_optimizer(OptimSection(learning_rate=lr, decay="constant", max_grad_norm=1.0),
-                                         steps * num_iterations)
+    optimizer, schedule = make_optimizer(OptimSection(learning_rate=lr, decay="constant", max_grad_norm=1.0,
+                                                      eps=eps), steps * num_iterations)
     graphdef, state, shardings = init_train_state(model, optimizer, mesh, seed)
     loss_config = LossConfig(beta=beta)
     step_fn = TrainStep(graphdef, make_grpo_loss(loss_config), optimizer, mesh, shardings)

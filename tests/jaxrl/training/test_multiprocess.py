@@ -38,8 +38,10 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def run_workers(out_dir: Path, processes: int, devices_each: int, *args: str) -> list[dict[str, np.ndarray]]:
-    """Starts `processes` workers as one run and returns each one's results; fails with every stderr."""
+def run_workers(out_dir: Path, processes: int, devices_each: int, *args: str, worker: Path = WORKER
+                ) -> list[dict[str, np.ndarray]]:
+    """Starts `processes` workers (scripts that write OUT_DIR/process-<index>.npz) as one run and returns
+    each one's results; fails with every stderr."""
     out_dir.mkdir()
     env = {key: value for key, value in os.environ.items() if not key.startswith("JAXRL_")}
     env |= {
@@ -55,7 +57,7 @@ def run_workers(out_dir: Path, processes: int, devices_each: int, *args: str) ->
     for index, log in enumerate(logs):
         with open(log, "w") as stderr:
             extra = {"JAXRL_PROCESS_ID": str(index)} if processes > 1 else {}
-            command = [sys.executable, str(WORKER), str(out_dir), *args]
+            command = [sys.executable, str(worker), str(out_dir), *args]
             workers.append(subprocess.Popen(command, env=env | extra, stdout=stderr, stderr=subprocess.STDOUT))
     deadline = time.monotonic() + TIMEOUT_S
     # Poll all: when one fails the others would wait for it until JAX's own timeouts, so stop them.
