@@ -17,7 +17,7 @@ from pathlib import Path
 import jax
 import numpy as np
 from multiprocess_worker import gathered
-from test_grpo import lower_first, make_loop, wrong
+from grpo_helpers import lower_first, make_loop, wrong
 
 from jaxrl import distributed
 from jaxrl import sharding as shd

@@ -7,66 +7,13 @@ import numpy as np
 import pytest
 
 from jaxrl import sharding as shd
-from jaxrl.config.schema import OptimSection
-from jaxrl.models.config import tiny_llama
-from jaxrl.models.transformer import init_model
-from jaxrl.sampling.api import Completion, SamplingParams
-from jaxrl.sampling.sampler import Sampler, SamplerConfig
-from jaxrl.training.advantages import AdvantageConfig
-from jaxrl.training.grpo import (
-    FunctionScorer, GRPOLoop, GRPOSettings, Task, build_rows, make_grpo_loss, token_offsets,
-)
-from jaxrl.training.hrd import RewardModeConfig
-from jaxrl.training.losses import LossConfig
+from jaxrl.sampling.api import Completion
+from jaxrl.training.grpo import FunctionScorer, Task, build_rows, token_offsets
 from jaxrl.training.metrics_log import MetricsLogger, read_metrics
-from jaxrl.training.optim import make_optimizer
-from jaxrl.training.rewards import RewardConfig
 from jaxrl.training.rollout_log import RolloutLogger, read_rollouts
 from jaxrl.training.sft import DataPosition
-from jaxrl.training.trainer import TrainStep, init_train_state
 
-from grpo_helpers import EOS, ToyTokenizer
-
-LOWER = set(range(ord("a"), ord("z") + 1))
-
-
-def ok(valid=True):
-    return {"status": "ok", "valid": True, "correct": True, "speedup": None}
-
-
-def wrong():
-    return {"status": "incorrect", "valid": True, "correct": False, "speedup": None}
-
-
-def lower_first(task: Task, completion: Completion):
-    """Reward 1 when the completion starts with a lowercase letter."""
-    return ok() if completion.text[:1] and ord(completion.text[0]) in LOWER else wrong()
-
-
-def make_loop(mesh, scorer, *, steps=1, lr=1e-2, group=8, max_new=4, micro_rows=8, tasks=2,
-              num_iterations=1, beta=0.0, seed=0, reuse=False, eps=1e-8):
-    config = tiny_llama(eos_token_ids=(EOS,))
-    model = init_model(config, seed=seed, mesh=mesh)
-    optimizer, schedule = make_optimizer(OptimSection(learning_rate=lr, decay="constant", max_grad_norm=1.0,
-                                                      eps=eps), steps * num_iterations)
-    graphdef, state, shardings = init_train_state(model, optimizer, mesh, seed)
-    loss_config = LossConfig(beta=beta)
-    step_fn = TrainStep(graphdef, make_grpo_loss(loss_config), optimizer, mesh, shardings)
-    sampler = Sampler(model, ToyTokenizer(), SamplerConfig(max_batch_size=group * tasks, min_length_bucket=16),
-                      mesh=mesh)
-    task_list = [Task(f"t{i}", f"q{i}:", "ref") for i in range(tasks)]
-    settings = GRPOSettings(tasks_per_step=tasks, micro_batch_rows=micro_rows, total_steps=steps,
-                            num_iterations=num_iterations, tasks_per_call=tasks, row_multiple=16,
-                            reuse_sampler_logprobs=reuse)
-    ref = jax.tree.map(lambda x: x.copy(), state.params) if beta > 0 else None
-    loop = GRPOLoop(
-        settings=settings, step_fn=step_fn, generator=sampler, scorer=scorer, tasks=task_list,
-        sampling=SamplingParams(temperature=1.0, max_new_tokens=max_new, num_samples=group, seed=seed),
-        loss_config=loss_config, advantage_config=AdvantageConfig("grpo"), reward_mode=RewardModeConfig("hrd"),
-        reward_config=RewardConfig(timing_available=False), schedule=schedule, ref_params=ref, progress=False,
-    )
-    return loop, state
-
+from grpo_helpers import EOS, ToyTokenizer, lower_first, make_loop, ok
 
 def test_synthetic_reward_rises():
     mesh = shd.single_device_mesh()

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from grpo_multiprocess_worker import GROUP, STEPS, TASKS
-from test_multiprocess import arrays, assert_close, run_workers
+from multiprocess_harness import arrays, assert_close, run_workers
 
 pytestmark = pytest.mark.slow
 

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from test_multiprocess import run_workers
+from multiprocess_harness import run_workers
 
 pytestmark = pytest.mark.slow
 
