@@ -12,8 +12,10 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from jaxrl.models import Transformer, init_cache, tiny_llama, tiny_qwen3
+from jaxrl.models import init_cache, tiny_llama, tiny_qwen3
 from jaxrl.models import attention as attn
+
+from random_weights import random_model
 
 CONFIGS = {"qwen3": tiny_qwen3(), "llama": tiny_llama()}
 ATOL = 2e-5
@@ -26,19 +28,8 @@ def full_float32_matmuls():
         yield
 
 
-@nnx.jit(static_argnums=(0, 1))
-def _random_model(config, seed=0):
-    """Random weights with norms away from 1, so every parameter influences the logits."""
-    model = Transformer(config, rngs=nnx.Rngs(seed))
-    state = nnx.state(model)
-    leaves, treedef = jax.tree.flatten(state)
-    keys = jax.random.split(jax.random.key(seed + 1), len(leaves))
-    leaves = [
-        (1.0 + 0.2 * jax.random.normal(k, x.shape)) if x.ndim == 1 else 0.15 * jax.random.normal(k, x.shape)
-        for k, x in zip(keys, leaves)
-    ]
-    nnx.update(model, jax.tree.unflatten(treedef, leaves))
-    return model
+# Random weights with norms away from 1, so every parameter influences the logits.
+_random_model = nnx.jit(random_model, static_argnums=(0, 1))
 
 
 @pytest.fixture(scope="module", params=sorted(CONFIGS))

@@ -2,7 +2,7 @@
 vocabulary, random tiny models with weights large enough that greedy choices are far from ties, and
 a reference full-forward (no cache) for checking decoded tokens and logprobs.
 
-Helpers are fixtures rather than an importable module so the tests work under any pytest import mode."""
+Helpers are fixtures (the random weights come from tests/random_weights.py, shared with the model tests)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,9 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from jaxrl.models import Transformer, tiny_llama, tiny_qwen3
+from jaxrl.models import tiny_llama, tiny_qwen3
+
+from random_weights import random_model
 
 PAD, EOS = 0, 1
 # 2 specials + 126 one-character tokens = the tiny configs' vocab_size of 128: every id decodes to one char.
@@ -43,25 +45,11 @@ def char_tokenizer():
     return _char_tokenizer()
 
 
-def _random_model(config, seed: int = 0) -> Transformer:
-    """Random weights with norms away from 1 and std 0.15, so logits spread widely (no near-ties)."""
-    model = Transformer(config, rngs=nnx.Rngs(seed))
-    state = nnx.state(model)
-    leaves, treedef = jax.tree.flatten(state)
-    keys = jax.random.split(jax.random.key(seed + 1), len(leaves))
-    leaves = [
-        (1.0 + 0.2 * jax.random.normal(k, x.shape)) if x.ndim == 1 else 0.15 * jax.random.normal(k, x.shape)
-        for k, x in zip(keys, leaves)
-    ]
-    nnx.update(model, jax.tree.unflatten(treedef, leaves))
-    return model
-
-
 @pytest.fixture(scope="session")
 def make_model():
     """make_model(family="qwen3", seed=0) -> a random tiny model (tiny_qwen3 / tiny_llama)."""
     configs = {"qwen3": tiny_qwen3(), "llama": tiny_llama()}
-    return lambda family="qwen3", seed=0: _random_model(configs[family], seed)
+    return lambda family="qwen3", seed=0: random_model(configs[family], seed)
 
 
 @pytest.fixture(scope="session")
