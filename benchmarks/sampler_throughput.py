@@ -314,20 +314,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--load-model", default=None,
                         help="shape of the checkpoint to load (default 8b; tiny with --tiny)")
     parser.add_argument("--scratch", default=tempfile.gettempdir(), help="local folder for the checkpoint files")
-    parser.add_argument("--time-budget", type=float, default=570.0, help="seconds for the whole run; parts that "
-                        "would start later are skipped and a running part is stopped at the limit")
     parser.add_argument("--tiny", action="store_true", help="tiny model, batch 4, prompt 16, 8 new tokens (CPU check)")
     parser.add_argument("--out", type=Path, default=None, help="JSON file for every number")
-    parser.add_argument("--part", choices=sorted(PARTS), help=argparse.SUPPRESS)
-    parser.add_argument("--part-out", type=Path, help=argparse.SUPPRESS)
+    subprocess_parts.add_arguments(parser, PARTS)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    if args.part:  # inside a subprocess: run one part for one model
-        args.model = args.models
-        args.part_out.write_text(json.dumps(PARTS[args.part](args)))
+    if subprocess_parts.run_requested_part(args, PARTS):  # inside a part's subprocess
         return 0
     if args.tiny:
         args.models, args.batch, args.prompt_len, args.new_tokens, args.copy_gb = "tiny", 4, 16, 8, 0.05

@@ -7,6 +7,7 @@ part writes its JSON result to FILE and prints progress lines starting with `[NA
 
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
 import sys
@@ -16,6 +17,24 @@ from pathlib import Path
 from typing import Any
 
 MIN_PART_S = 20.0  # a part that would get less time than this is skipped
+
+
+def add_arguments(parser: argparse.ArgumentParser, parts: dict[str, Any]) -> None:
+    """The options of this protocol: the run's --time-budget, and the hidden --part/--part-out that
+    `run_part` passes to the script's own subprocess."""
+    parser.add_argument("--time-budget", type=float, default=570.0, help="seconds for the whole run; parts that "
+                        "would start later are skipped and a running part is stopped at the limit")
+    parser.add_argument("--part", choices=sorted(parts), help=argparse.SUPPRESS)
+    parser.add_argument("--part-out", type=Path, help=argparse.SUPPRESS)
+
+
+def run_requested_part(args: argparse.Namespace, parts: dict[str, Any]) -> bool:
+    """Inside a part's subprocess: runs the part for its one model, writes its JSON result; True if it did."""
+    if not args.part:
+        return False
+    args.model = args.models
+    args.part_out.write_text(json.dumps(parts[args.part](args)))
+    return True
 
 
 def log(text: str) -> None:

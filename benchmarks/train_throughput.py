@@ -377,22 +377,17 @@ def build_parser() -> argparse.ArgumentParser:
                              "went (by kernel kind and top kernels); 0 = no trace")
     parser.add_argument("--skip-torch", action="store_true", help="no transformers + torch baseline")
     parser.add_argument("--skip-jax", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--time-budget", type=float, default=570.0, help="seconds for the whole run; parts that "
-                        "would start later are skipped and a running part is stopped at the limit")
     parser.add_argument("--tiny", action="store_true",
                         help="tiny model, batch 8, seq 64, 2 steps, 256^3 matmul (CPU check)")
     parser.add_argument("--out", type=Path, default=None, help="JSON file for every number")
     parser.add_argument("--from-json", type=Path, help="print the table of a saved --out file and exit")
-    parser.add_argument("--part", choices=sorted(PARTS), help=argparse.SUPPRESS)
-    parser.add_argument("--part-out", type=Path, help=argparse.SUPPRESS)
+    subprocess_parts.add_arguments(parser, PARTS)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    if args.part:  # inside a subprocess: run one part for one model
-        args.model = args.models
-        args.part_out.write_text(json.dumps(PARTS[args.part](args)))
+    if subprocess_parts.run_requested_part(args, PARTS):  # inside a part's subprocess
         return 0
     if args.from_json:
         document = json.loads(args.from_json.read_text())
