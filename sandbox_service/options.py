@@ -94,3 +94,27 @@ class EvalOptions:
         if unknown:
             raise ValueError(f"unknown EvalOptions fields: {sorted(unknown)}")
         return cls(**data)
+
+
+@dataclasses.dataclass(frozen=True)
+class InputSet:
+    """Another way to call the reference (TritonRL's input augmentation): Python source run in a copy of
+    the reference module's namespace, defining `get_inputs()` and optionally `get_init_inputs()`. A
+    candidate is correct only if it is correct on the reference's own inputs and on every input set, so a
+    kernel that hard-codes the problem's shapes fails. Input sets are trusted text, like the reference."""
+
+    name: str
+    source: str
+
+    def __post_init__(self) -> None:
+        if not self.name or not self.name.replace("_", "").replace("-", "").isalnum() or len(self.name) > 64:
+            raise ValueError(f"input set name must be a short identifier, got {self.name!r}")
+        if "get_inputs" not in self.source:
+            raise ValueError(f"input set {self.name!r} does not define get_inputs()")
+
+    def to_dict(self) -> dict[str, str]:
+        return {"name": self.name, "source": self.source}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> InputSet:
+        return cls(str(data["name"]), str(data["source"]))
