@@ -59,7 +59,7 @@ class HarnessResult:
 
     @property
     def error_class(self) -> str:
-        """"" when correct; else oom, timeout, crash, compile_error, error (an exception outside the
+        """Empty when correct; else oom, timeout, crash, compile_error, error (an exception outside the
         candidate, e.g. the reference failing), runtime_error or mismatch."""
         if self.correct:
             return ""

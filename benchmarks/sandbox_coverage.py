@@ -274,9 +274,9 @@ def summarise(rows: list[Row], harness_run: bool, phase_s: dict[str, float]) -> 
     invalid = collections.Counter(row.sandbox.reason_class for row in ours if row.sandbox.status == "invalid")
     retried = [row for row in rows if row.sandbox_concurrent is not None]
     lines = [
-        f"sandbox: {len(ours)} of {len(rows)} problems validated in {phase_s.get('sandbox', 0.0):.0f} s (server "
-        f"start and stop included)"
-        f" ({len(rows) - len(ours)} skipped: time budget): ok {status['ok']}, invalid {status['invalid']}"
+        f"sandbox: {len(ours)} of {len(rows)} problems validated ({len(rows) - len(ours)} skipped: time budget) in "
+        f"{phase_s.get('sandbox', 0.0):.0f} s with the server's start and stop: ok {status['ok']}, "
+        f"invalid {status['invalid']}"
         + (f" ({', '.join(f'{name} {n}' for name, n in invalid.most_common())})" if invalid else "")
         + f", timeout {status['timeout']}, infra_error {status['infra_error']}",
     ]
@@ -324,8 +324,8 @@ def _harness_lines(rows: list[Row], summary: dict[str, Any], phase_s: dict[str, 
         "harness_fails_sandbox_ok": [row.key for row in harness_only], "both_fail": [row.key for row in both_fail],
     })
     lines = [
-        f"KernelBench harness: {len(ran)} of {len(both)} problems run in {phase_s.get('harness', 0.0):.0f} s "
-        f"({len(both) - len(ran)} skipped: time budget): correct {summary['harness_correct']}, "
+        f"KernelBench harness: {len(ran)} of {len(both)} problems run ({len(both) - len(ran)} skipped: time budget) "
+        f"in {phase_s.get('harness', 0.0):.0f} s: correct {summary['harness_correct']}, "
         f"failed {len(ran) - summary['harness_correct']}"
         + (f" ({', '.join(f'{name} {n}' for name, n in failed.most_common())})" if failed else ""),
     ]

@@ -526,29 +526,38 @@ def harness_comparison(cases: list[Case], concurrent: list[Record], concurrent_w
     ours = {record.problem_id: record.result.status for record in concurrent}
     verdicts = [
         {"problem_id": case.problem_id, "sandbox": ours[case.problem_id].value if case.problem_id in ours else None,
-         "harness": result.describe(), "harness_correct": result.correct, "harness_runtime_ms": result.runtime_ms,
-         "agree": (ours.get(case.problem_id) == Status.OK) == result.correct}
+         "harness": result.describe(), "harness_correct": result.correct, "harness_error_class": result.error_class,
+         "harness_runtime_ms": result.runtime_ms, "agree": (ours.get(case.problem_id) == Status.OK) == result.correct}
         for case in cases if (result := harness.results.get(case.problem_id)) is not None
     ]
     disagree = [v for v in verdicts if not v["agree"]]
     process_s, eval_s = _mean([r.process_s for r in done]), _mean([r.eval_s for r in done if r.eval_s is not None])
+    unfinished = sum(r.outcome != "ran" for r in done)
     lines = [
         f"KernelBench harness (eval_kernel_against_ref, one at a time, a fresh process each): {len(done)} evaluations "
         f"in {harness.wall_s:.1f} s -> {_fmt(harness_rate, '.1f')} evaluations/min (mean {_fmt(process_s, '.1f')} s "
         f"a process, of which {_fmt(eval_s, '.1f')} s in eval_kernel_against_ref)",
         f"sandbox, the same candidates submitted at once: {_fmt(sandbox_rate, '.1f')} evaluations/min -> "
         f"{_fmt(ratio, '.1f')}x the harness (target >= {HARNESS_RATIO_TARGET:.0f}x: "
-        f"{'met' if ratio is not None and ratio >= HARNESS_RATIO_TARGET else 'NOT met'})",
+        + _ratio_verdict(ratio, unfinished, harness.skipped) + ")",
         f"correctness verdicts agree on {len(verdicts) - len(disagree)}/{len(verdicts)}"
-        + ("" if not disagree else " (KernelBench compares fp32 at atol = rtol = 1e-4, the sandbox at 1e-2); differ: "
-           + "; ".join(f"L1/{v['problem_id']} sandbox {v['sandbox']}, harness {v['harness']}" for v in disagree)),
+        + (" (KernelBench compares fp32 at atol = rtol = 1e-4, the sandbox at 1e-2)"
+           if any(v["harness_error_class"] == "mismatch" for v in disagree) else "")
+        + "".join(f"; L1/{v['problem_id']} sandbox {v['sandbox']}, harness {v['harness']}" for v in disagree),
     ]
-    if harness.skipped:
-        lines.append(f"harness: {harness.skipped} candidate(s) not run (--harness-budget spent): "
-                     "the two rates cover different sets of candidates")
     return {"harness_evaluations_per_minute": harness_rate, "sandbox_evaluations_per_minute": sandbox_rate,
             "ratio": ratio, "ratio_target": HARNESS_RATIO_TARGET, "harness_wall_s": harness.wall_s,
-            "harness_skipped": harness.skipped, "verdicts": verdicts, "lines": lines}
+            "harness_skipped": harness.skipped, "harness_unfinished": unfinished, "verdicts": verdicts,
+            "lines": lines}
+
+
+def _ratio_verdict(ratio: float | None, unfinished: int, skipped: int) -> str:
+    """Judged only when the harness gave every candidate a verdict: a crashed or timed-out harness process
+    (a broken set-up, a hang) or a skipped candidate would make its rate mean something else."""
+    if unfinished or skipped:
+        return (f"not judged: {unfinished} harness evaluation(s) crashed or timed out, {skipped} not run "
+                "(--harness-budget spent)")
+    return "met" if ratio is not None and ratio >= HARNESS_RATIO_TARGET else "NOT met"
 
 
 # --------------------------------------------------------------------------------------------------

@@ -283,10 +283,17 @@ def test_harness_comparison_reports_both_rates_their_ratio_and_verdicts_side_by_
     lines = comparison["lines"]
     assert "mean 12.0 s a process, of which 8.0 s in eval_kernel_against_ref" in lines[0]
     assert "6.0x the harness (target >= 10x: NOT met)" in lines[1]
-    assert lines[2].startswith("correctness verdicts agree on 2/3") and "L1/8 sandbox ok, harness mismatch" in lines[2]
-    fast = bench.harness_comparison(_cases(1), concurrent[:1], 1.0, _harness_phase({1: harness[1]}, 12.0, skipped=2))
+    assert lines[2].startswith("correctness verdicts agree on 2/3 (KernelBench compares fp32 at atol = rtol = 1e-4")
+    assert "L1/8 sandbox ok, harness mismatch: Output mismatch" in lines[2]
+    fast = bench.harness_comparison(_cases(1), concurrent[:1], 1.0, _harness_phase({1: harness[1]}, 12.0))
     assert fast["ratio"] == pytest.approx(12.0) and "target >= 10x: met" in fast["lines"][1]
-    assert "2 candidate(s) not run" in fast["lines"][-1]
+    # a harness that did not give every candidate a verdict does not judge the target
+    skipped = bench.harness_comparison(_cases(1), concurrent[:1], 1.0, _harness_phase({1: harness[1]}, 12.0, 2))
+    assert "not judged: 0 harness evaluation(s) crashed or timed out, 2 not run" in skipped["lines"][1]
+    crashed = kb.HarnessResult("crash", error="exit 3 without a result; stderr: no CUDA GPU visible", process_s=3.0)
+    broken = bench.harness_comparison(_cases(1), concurrent[:1], 1.0, _harness_phase({1: crashed}, 3.0))
+    assert "not judged: 1 harness evaluation(s) crashed" in broken["lines"][1]
+    assert "1e-4" not in broken["lines"][2] and "harness crash: exit 3" in broken["lines"][2]
 
 
 def test_the_table_shows_each_problem_s_harness_verdict(capsys):
