@@ -20,8 +20,23 @@ Definitions (also written into the JSON):
                 flagged when the time is >= 100 us and the CV > 2 %;
   ratio       = measured reference mean / KernelBench's published eager-PyTorch mean on an H100.
 
+  harness     with --kernelbench-harness DIR, after the server has stopped: KernelBench's own
+              eval_kernel_against_ref (a copy kept outside this repository, see kernelbench_harness.py) on the
+              same candidates, as its eval_from_generations runs on one GPU: one evaluation at a time, each in
+              a fresh process, with the same trials (5) and timed runs (100). Each candidate once, or fewer when
+              --harness-budget runs out. Reported: its evaluations per minute, the concurrent phase's, their
+              ratio (the target is >= 10x), and each problem's verdict beside ours.
+
     python benchmarks/sandbox_throughput.py --dataset D.jsonl --baselines DIR [--target HOST:PORT] [--workers N]
     python benchmarks/sandbox_throughput.py --dry-run-cpu   # interpreter, CPU-sized problems, untimed
+
+On the device (repository root; the harness copy and the dataset carried under .device_carry), about 8
+minutes: the sandbox phases stop starting work at 140 s, the harness takes about 13 s an evaluation, and
+about a minute each for the three candidates with 6.4-8.6 GB inputs (it generates them on the CPU, 6 times):
+    python3 benchmarks/sandbox_throughput.py --dataset .device_carry/datasets/kernelbench.jsonl \\
+        --baselines .device_carry/datasets/kernelbench_baseline_times --repeats 3 --time-budget 140 \\
+        --kernelbench-harness .device_carry/kb_harness --harness-budget 330 --harness-timeout 120 \\
+        --out $OUT/sandbox_throughput.json
 
 Candidates live in benchmarks/kernels/level1/<problem_id>_<short>.py (see RESULTS.md).
 """
@@ -40,10 +55,14 @@ from pathlib import Path
 from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-if str(REPO_ROOT) not in sys.path:  # run as a script from anywhere
-    sys.path.insert(0, str(REPO_ROOT))
+for _path in (REPO_ROOT, REPO_ROOT / "benchmarks"):
+    if str(_path) not in sys.path:  # run as a script from anywhere
+        sys.path.insert(0, str(_path))
 
 from jaxrl.data.kernelbench import default_source, load_problems  # noqa: E402
+from kernelbench_harness import (  # noqa: E402
+    HarnessFolderError, HarnessResult, check_harness_dir, require_cuda, run_many,
+)
 from sandbox_service.client import Pair, SandboxClient  # noqa: E402
 from sandbox_service.options import EvalOptions  # noqa: E402
 from sandbox_service.results import EvalResult, Status  # noqa: E402
@@ -52,13 +71,12 @@ LEVEL = 1
 KERNELS_DIR = REPO_ROOT / "benchmarks" / "kernels" / "level1"
 DEFAULT_OUT = REPO_ROOT / "benchmarks" / "results" / "sandbox_throughput.json"
 DEFAULT_BASELINES = default_source().parent / "kernelbench_baseline_times"
-# Problems whose full-size evaluation fits the sandbox. The other candidates here (19 ReLU, 23 Softmax,
-# 47 Sum) face 6.4-8.6 GB inputs per trial: the judge and the candidate child each keep every trial's inputs
-# (and the judge every reference output) on the GPU, so a full-size ReLU ran out of memory even on an H200
-# (judge 95 GB + candidate 44 GB); outputs also pass through host memory and a file (the children's file
-# limit is 4 GB), and one CPU thread takes about 6 s to generate each input. Select them with --ids.
-DEFAULT_IDS = (1, 6, 8, 10, 12, 17, 40, 50, 88, 95, 98)
+# By default every candidate in KERNELS_DIR, the big-input ones included (19 ReLU, 23 Softmax, 47 Sum face
+# 6.4-8.6 GB of inputs per trial): the sandbox now hands outputs of 64 MB and more over through CUDA IPC
+# (no copy through host memory or a file) and holds one trial's inputs and outputs at a time, so they are
+# expected to fit an 80 GB H100. --ids selects a subset.
 OVERHEAD_TARGET_S = 1.0
+HARNESS_RATIO_TARGET = 10.0
 CV_TARGET = 0.02
 CV_MIN_TIME_US = 100.0
 RATIO_PLAUSIBLE = 2.0
@@ -89,6 +107,16 @@ class Record:
     @property
     def ok(self) -> bool:
         return self.result.status == Status.OK
+
+
+@dataclasses.dataclass(frozen=True)
+class HarnessPhase:
+    """KernelBench's harness on the cases: results by problem id, the phase's wall time, and how many
+    cases were not run because --harness-budget was spent."""
+
+    results: dict[int, HarnessResult]
+    wall_s: float
+    skipped: int
 
 
 # --------------------------------------------------------------------------------------------------
@@ -304,6 +332,22 @@ def run_sequential(
     return records, skipped
 
 
+def run_harness_phase(harness_dir: Path, cases: list[Case], options: EvalOptions, budget_s: float | None,
+                      timeout_s: float, log: Callable[[str], None]) -> HarnessPhase:
+    """Each case once through KernelBench's harness as eval_from_generations runs on one GPU: one at a
+    time, a fresh process each, the sandbox's trials and timed runs; none started after `budget_s`."""
+    deadline = None if budget_s is None else time.monotonic() + budget_s
+    pairs = [(case.reference, case.candidate) for case in cases]
+    results: dict[int, HarnessResult] = {}
+    started = time.monotonic()
+    for index, result in run_many(harness_dir, pairs, concurrency=1, deadline=deadline, trials=options.trials,
+                                  perf_trials=options.timing_runs, perf=True, timeout_s=timeout_s):
+        results[cases[index].problem_id] = result
+        log(f"  L1/{cases[index].problem_id}: {result.describe()}, {result.process_s:.1f} s"
+            + (f", runtime {result.runtime_ms:.3f} ms" if result.runtime_ms is not None else ""))
+    return HarnessPhase(results, time.monotonic() - started, len(cases) - len(results))
+
+
 # --------------------------------------------------------------------------------------------------
 # Reporting
 
@@ -371,6 +415,9 @@ def print_table(rows: list[dict[str, Any]], summary: dict[str, Any], labels: lis
             f"{'cv_ref':>6} {'cv_cand':>7} {'ovh_s':>6}")
     for label in labels:
         head += f" {'pub_ms ' + short[label]:>16} {'ratio':>5}"
+    with_harness = any("harness" in row for row in rows)
+    if with_harness:
+        head += f"  {'kernelbench harness':<24} {'kb_ms':>8}"
     print("\n" + head)
     for row in rows:
         overhead = row["sequential_overhead_s"]
@@ -384,6 +431,10 @@ def print_table(rows: list[dict[str, Any]], summary: dict[str, Any], labels: lis
             published = row["published_us"].get(label)
             published_ms = published / 1000 if published else None
             line += f" {_fmt(published_ms, '.3f'):>16} {_fmt(row['ratio_to_published'][label], '.2f'):>5}"
+        if with_harness:
+            verdict = row.get("harness") or {}
+            line += (f"  {str(verdict.get('harness', 'not run'))[:24]:<24} "
+                     f"{_fmt(verdict.get('harness_runtime_ms'), '.3f'):>8}")
         print(line)
     print()
     for line in summary["lines"]:
@@ -460,6 +511,55 @@ def summarise(warmup: Record | None, concurrent, concurrent_wall, sequential, sk
     }
 
 
+def _mean(values: list[float]) -> float | None:
+    return statistics.fmean(values) if values else None
+
+
+def harness_comparison(cases: list[Case], concurrent: list[Record], concurrent_wall: float,
+                       harness: HarnessPhase) -> dict[str, Any]:
+    """Evaluations per minute of both (same candidates, same GPU, same job), their ratio against the
+    target, and each problem's verdicts side by side; `lines` go at the end of the summary."""
+    done = list(harness.results.values())
+    harness_rate = len(done) / harness.wall_s * 60 if done and harness.wall_s > 0 else None
+    sandbox_rate = len(concurrent) / concurrent_wall * 60 if concurrent and concurrent_wall > 0 else None
+    ratio = sandbox_rate / harness_rate if sandbox_rate and harness_rate else None
+    ours = {record.problem_id: record.result.status for record in concurrent}
+    verdicts = [
+        {"problem_id": case.problem_id, "sandbox": ours[case.problem_id].value if case.problem_id in ours else None,
+         "harness": result.describe(), "harness_correct": result.correct, "harness_error_class": result.error_class,
+         "harness_runtime_ms": result.runtime_ms, "agree": (ours.get(case.problem_id) == Status.OK) == result.correct}
+        for case in cases if (result := harness.results.get(case.problem_id)) is not None
+    ]
+    disagree = [v for v in verdicts if not v["agree"]]
+    process_s, eval_s = _mean([r.process_s for r in done]), _mean([r.eval_s for r in done if r.eval_s is not None])
+    unfinished = sum(r.outcome != "ran" for r in done)
+    lines = [
+        f"KernelBench harness (eval_kernel_against_ref, one at a time, a fresh process each): {len(done)} evaluations "
+        f"in {harness.wall_s:.1f} s -> {_fmt(harness_rate, '.1f')} evaluations/min (mean {_fmt(process_s, '.1f')} s "
+        f"a process, of which {_fmt(eval_s, '.1f')} s in eval_kernel_against_ref)",
+        f"sandbox, the same candidates submitted at once: {_fmt(sandbox_rate, '.1f')} evaluations/min -> "
+        f"{_fmt(ratio, '.1f')}x the harness (target >= {HARNESS_RATIO_TARGET:.0f}x: "
+        + _ratio_verdict(ratio, unfinished, harness.skipped) + ")",
+        f"correctness verdicts agree on {len(verdicts) - len(disagree)}/{len(verdicts)}"
+        + (" (KernelBench compares fp32 at atol = rtol = 1e-4, the sandbox at 1e-2)"
+           if any(v["harness_error_class"] == "mismatch" for v in disagree) else "")
+        + "".join(f"; L1/{v['problem_id']} sandbox {v['sandbox']}, harness {v['harness']}" for v in disagree),
+    ]
+    return {"harness_evaluations_per_minute": harness_rate, "sandbox_evaluations_per_minute": sandbox_rate,
+            "ratio": ratio, "ratio_target": HARNESS_RATIO_TARGET, "harness_wall_s": harness.wall_s,
+            "harness_skipped": harness.skipped, "harness_unfinished": unfinished, "verdicts": verdicts,
+            "lines": lines}
+
+
+def _ratio_verdict(ratio: float | None, unfinished: int, skipped: int) -> str:
+    """Judged only when the harness gave every candidate a verdict: a crashed or timed-out harness process
+    (a broken set-up, a hang) or a skipped candidate would make its rate mean something else."""
+    if unfinished or skipped:
+        return (f"not judged: {unfinished} harness evaluation(s) crashed or timed out, {skipped} not run "
+                "(--harness-budget spent)")
+    return "met" if ratio is not None and ratio >= HARNESS_RATIO_TARGET else "NOT met"
+
+
 # --------------------------------------------------------------------------------------------------
 
 
@@ -482,8 +582,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--baselines", type=Path, default=None,
                         help="folder of KernelBench baseline-time JSON files (default: beside the dataset, if there)")
     parser.add_argument("--kernels", type=Path, default=KERNELS_DIR, help="folder of <problem_id>_<short>.py candidates")
-    parser.add_argument("--ids", type=parse_ids, default=list(DEFAULT_IDS),
-                        help="problem ids, comma-separated, or 'all' (default: those that fit the sandbox at full size)")
+    parser.add_argument("--ids", type=parse_ids, default=None,
+                        help="problem ids, comma-separated, or 'all' (default: every candidate in --kernels)")
     parser.add_argument("--target", action="append",
                         help="HOST:PORT of a running server (repeatable); default: start an embedded one")
     parser.add_argument("--backend", choices=["cuda", "interpreter"], default=None,
@@ -499,6 +599,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="JSON file for the full numbers")
     parser.add_argument("--dry-run-cpu", action="store_true",
                         help="interpreter backend, CPU-sized problems, 2 trials, untimed (overhead = duration)")
+    parser.add_argument("--kernelbench-harness", type=Path, default=None,
+                        help="folder with KernelBench's src/eval.py and run_one.py (kept outside the repository): "
+                             "also run its harness on the same candidates and compare")
+    parser.add_argument("--harness-budget", type=float, default=None,
+                        help="seconds after which the harness phase starts no new evaluation "
+                             "(default: every case once)")
+    parser.add_argument("--harness-timeout", type=float, default=180.0,
+                        help="seconds per harness evaluation (eval_from_generations' timeout)")
     return parser
 
 
@@ -511,6 +619,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.repeats < 2:
         raise SystemExit("--repeats must be at least 2 (a coefficient of variation needs two values)")
     backend = args.backend or ("interpreter" if args.dry_run_cpu else "cuda")
+    try:
+        harness_dir = check_harness_dir(args.kernelbench_harness) if args.kernelbench_harness else None
+    except HarnessFolderError as exc:
+        raise SystemExit(f"error: {exc}") from None
+    if not args.dry_run_cpu and (harness_dir or (backend == "cuda" and not args.target)):
+        require_cuda()
     if args.dry_run_cpu:
         options = EvalOptions(trials=2, warmup_runs=1, timing_runs=3, timeout_s=args.timeout)
     else:
@@ -577,8 +691,20 @@ def main(argv: list[str] | None = None) -> int:
         sequential, skipped = run_sequential(client, cases, options, args.repeats, log, deadline, save)
         document["sequential"] = [_record_dict(r, options) for r in sequential]
 
+    harness = None
+    if harness_dir:  # after the server has stopped: the harness gets the GPU to itself, as it would alone
+        log(f"KernelBench harness: {len(cases)} evaluations, one at a time, a fresh process each ...")
+        harness = run_harness_phase(harness_dir, cases, options, args.harness_budget, args.harness_timeout, log)
+        document["harness_results"] = {pid: result.to_dict() for pid, result in harness.results.items()}
+
     rows = problem_rows(cases, concurrent, sequential, baselines, options)
     summary = summarise(warmup, concurrent, concurrent_wall, sequential, skipped, rows, options)
+    if harness:
+        summary["harness"] = harness_comparison(cases, concurrent, concurrent_wall, harness)
+        summary["lines"] += summary["harness"]["lines"]
+        by_id = {v["problem_id"]: v for v in summary["harness"]["verdicts"]}
+        for row in rows:
+            row["harness"] = by_id.get(row["problem_id"])
     document["problems"] = rows
     document["summary"] = summary
     document["total_wall_s"] = time.monotonic() - started

@@ -21,6 +21,7 @@ from sandbox_service.options import EvalOptions
 from sandbox_service.results import EvalResult, LayerResult, Outcome, Status, TimingStats
 
 from benchmark_scripts import load_benchmark
+from fake_harness import ECHO, make_harness
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 KERNELS = REPO_ROOT / "benchmarks" / "kernels" / "level1"
@@ -105,7 +106,8 @@ def test_candidates_cover_the_required_kinds_of_problem(kernelbench_rows):
     found = bench.discover_candidates(KERNELS)
     assert len(found) >= 10
     assert set(found) <= set(names), "every candidate must name a level-1 problem id"
-    assert set(bench.DEFAULT_IDS) <= set(found)
+    assert bench.build_parser().parse_args([]).ids is None  # by default every candidate, 19, 23 and 47 included
+    assert {19, 23, 47} <= set(found)
     for path in found.values():  # a complete module each; the sandbox's layers judge the rest
         text = path.read_text()
         assert "@triton.jit" in text and "class ModelNew" in text
@@ -232,9 +234,11 @@ def test_published_baselines_are_h100_eager_times_in_microseconds(kernelbench_pa
     assert len(tables["H100_Modal"]) == 100
 
 
-def test_dry_run_on_cpu_writes_every_phase(tmp_path, kernelbench_path):
+def test_dry_run_on_cpu_writes_every_phase(tmp_path, kernelbench_path, capsys):
     out = tmp_path / "bench.json"
-    argv = ["--dry-run-cpu", "--ids", "12", "--repeats", "2", "--dataset", str(kernelbench_path), "--out", str(out)]
+    harness = make_harness(tmp_path, "kb", ECHO)
+    argv = ["--dry-run-cpu", "--ids", "12", "--repeats", "2", "--dataset", str(kernelbench_path), "--out", str(out),
+            "--kernelbench-harness", str(harness)]
     code = bench.main(argv)
     assert code == 0
     document = json.loads(out.read_text())
@@ -246,4 +250,60 @@ def test_dry_run_on_cpu_writes_every_phase(tmp_path, kernelbench_path):
     # untimed on the CPU: the whole duration counts as overhead
     assert document["sequential"][0]["overhead_s"] == document["sequential"][0]["result"]["duration_s"]
     assert document["summary"]["not_ok"] == 0 and document["summary"]["evaluations_per_minute"] > 0
+    # the harness ran the same candidate once, with the same trials and timed runs, one fresh process
+    (harness_result,) = document["harness_results"].values()
+    assert harness_result["correct"] and harness_result["metadata"]["argv"] == ["--trials", "2", "--perf-trials", "3"]
+    comparison = document["summary"]["harness"]
+    assert comparison["ratio"] > 0 and comparison["verdicts"][0]["agree"]
+    assert row["harness"]["harness"] == "correct"
+    assert "x the harness (target >= 10x" in capsys.readouterr().out
 
+
+def _harness_phase(results: dict, wall_s: float, skipped: int = 0):
+    return bench.HarnessPhase(results, wall_s, skipped)
+
+
+def test_harness_comparison_reports_both_rates_their_ratio_and_verdicts_side_by_side():
+    kb = load_benchmark("kernelbench_harness")
+    concurrent = [bench.Record(pid, "concurrent", 0, 5.0, EvalResult(status, duration_s=5.0))
+                  for pid, status in ((1, Status.OK), (8, Status.OK), (12, Status.INCORRECT))]
+    harness = {
+        1: kb.HarnessResult("ran", compiled=True, correct=True, runtime_ms=2.5, process_s=12.0, eval_s=8.0),
+        8: kb.HarnessResult("ran", compiled=True, correct=False, process_s=14.0, eval_s=10.0,
+                            metadata={"correctness_issue": "Output mismatch", "max_difference": ["0.001"]}),
+        12: kb.HarnessResult("ran", compiled=True, correct=False, process_s=10.0, eval_s=6.0,
+                             metadata={"correctness_issue": "Output mismatch"}),
+    }
+    # 3 evaluations at once in 6 s (30/min) against 3 one at a time in 36 s (5/min)
+    comparison = bench.harness_comparison(_cases(1, 8, 12), concurrent, 6.0, _harness_phase(harness, 36.0))
+    assert comparison["sandbox_evaluations_per_minute"] == pytest.approx(30.0)
+    assert comparison["harness_evaluations_per_minute"] == pytest.approx(5.0)
+    assert comparison["ratio"] == pytest.approx(6.0)
+    assert [v["agree"] for v in comparison["verdicts"]] == [True, False, True]
+    lines = comparison["lines"]
+    assert "mean 12.0 s a process, of which 8.0 s in eval_kernel_against_ref" in lines[0]
+    assert "6.0x the harness (target >= 10x: NOT met)" in lines[1]
+    assert lines[2].startswith("correctness verdicts agree on 2/3 (KernelBench compares fp32 at atol = rtol = 1e-4")
+    assert "L1/8 sandbox ok, harness mismatch: Output mismatch" in lines[2]
+    fast = bench.harness_comparison(_cases(1), concurrent[:1], 1.0, _harness_phase({1: harness[1]}, 12.0))
+    assert fast["ratio"] == pytest.approx(12.0) and "target >= 10x: met" in fast["lines"][1]
+    # a harness that did not give every candidate a verdict does not judge the target
+    skipped = bench.harness_comparison(_cases(1), concurrent[:1], 1.0, _harness_phase({1: harness[1]}, 12.0, 2))
+    assert "not judged: 0 harness evaluation(s) crashed or timed out, 2 not run" in skipped["lines"][1]
+    crashed = kb.HarnessResult("crash", error="exit 3 without a result; stderr: no CUDA GPU visible", process_s=3.0)
+    broken = bench.harness_comparison(_cases(1), concurrent[:1], 1.0, _harness_phase({1: crashed}, 3.0))
+    assert "not judged: 1 harness evaluation(s) crashed" in broken["lines"][1]
+    assert "1e-4" not in broken["lines"][2] and "harness crash: exit 3" in broken["lines"][2]
+
+
+def test_the_table_shows_each_problem_s_harness_verdict(capsys):
+    options = EvalOptions(warmup_runs=3, timing_runs=100)
+    records = [bench.Record(1, "sequential", i, 3.0, _timed(2000.0, 100.0, 3.0)) for i in range(2)]
+    rows = bench.problem_rows(_cases(1, 12), [], records, {}, options)
+    rows[0]["harness"] = {"harness": "correct", "harness_runtime_ms": 2.5}
+    rows[1]["harness"] = None
+    bench.print_table(rows, {"lines": ["last line"]}, [])
+    printed = capsys.readouterr().out.splitlines()
+    assert "kernelbench harness" in printed[1]
+    assert printed[2].rstrip().endswith("correct                     2.500")
+    assert "not run" in printed[3] and printed[-1] == "last line"
