@@ -59,7 +59,7 @@ class Server:
     def __init__(self, root: Path, backend: str, workers: int, extra: list[str] = ()):
         self.dir = Path(tempfile.mkdtemp(prefix="tritonrl-bench-server-"))
         ready = self.dir / "ready.json"
-        env = {**os.environ, "PYTHONPATH": str(root)}
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(root), os.environ.get("PYTHONPATH", "")) if p)}
         command = [sys.executable, "-m", "sandbox_service", "serve", "--host", "127.0.0.1", "--port", "0",
                    "--backend", backend, "--workers", str(workers), "--queue", "1024", "--ready-file", str(ready),
                    "--exit-on-stdin-eof", *extra]

@@ -1,0 +1,219 @@
+"""The learning demonstration's figures and tables: training curves as PNG files, and the comparison of
+models (untrained, SFT, GRPO+HRD, GRPO uniform) on every evaluation set.
+
+    python -m jaxrl.evaluation.learning_report --sft runs/learn-sft --grpo hrd=runs/learn-grpo-hrd \
+        --grpo uniform=runs/learn-grpo-uniform --eval untrained:heldout=runs/learn-eval-base-heldout ... \
+        --out docs/learning
+
+Inputs are the run folders the commands write (`metrics.jsonl` of `sft`/`grpo`, `metrics.json` and
+`samples.jsonl` of `eval`); outputs are PNG plots and `comparison.md`. matplotlib draws off-screen (Agg).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+GRPO_PANELS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
+    ("reward", (("reward/correct_mean", "R_correct"), ("reward/speedup_mean", "R_speedup"))),
+    ("rates", (("rate/correct", "correct"), ("rate/valid", "valid"), ("rate/cheat", "cheat"))),
+    ("response length", (("length/response_mean", "tokens"),)),
+    ("entropy", (("train/entropy", "entropy"),)),
+)
+COMPARISON_METRICS = ("valid", "compiled", "correct", "fast_1", "fast_2")
+
+
+def read_metrics(run_dir: Path) -> list[dict[str, Any]]:
+    """The per-step records of a training run (`metrics.jsonl`), in step order; later lines win."""
+    path = Path(run_dir) / "metrics.jsonl"
+    if not path.is_file():
+        raise FileNotFoundError(f"no metrics.jsonl in {run_dir}")
+    by_step: dict[int, dict[str, Any]] = {}
+    for line in path.read_text().splitlines():
+        if line.strip():
+            record = json.loads(line)
+            by_step.setdefault(int(record["step"]), {}).update(record)
+    return [by_step[s] for s in sorted(by_step)]
+
+
+def _series(records: Sequence[Mapping[str, Any]], key: str) -> tuple[list[int], list[float]]:
+    points = [(r["step"], r[key]) for r in records if r.get(key) is not None]
+    return [p[0] for p in points], [float(p[1]) for p in points]
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def plot_sft(run_dir: Path, out: Path) -> Path:
+    """Training (and held-out, when logged) loss against step."""
+    plt = _pyplot()
+    records = read_metrics(run_dir)
+    figure, axis = plt.subplots(figsize=(6, 3.6))
+    for key, label in (("train/loss", "train"), ("eval/loss", "held-out")):
+        steps, values = _series(records, key)
+        if steps:
+            axis.plot(steps, values, label=label, marker="o" if len(steps) < 30 else None)
+    axis.set_xlabel("step")
+    axis.set_ylabel("loss")
+    axis.set_title("SFT loss")
+    axis.legend()
+    axis.grid(alpha=0.3)
+    figure.tight_layout()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(out, dpi=120)
+    plt.close(figure)
+    return out
+
+
+def plot_grpo(arms: Mapping[str, Path], out: Path) -> Path:
+    """One panel per quantity (rewards, rates, response length, entropy), every arm on each."""
+    plt = _pyplot()
+    runs = {name: read_metrics(path) for name, path in arms.items()}
+    figure, axes = plt.subplots(2, 2, figsize=(11, 7))
+    styles = ("-", "--", ":", "-.")
+    for axis, (title, keys) in zip(axes.flat, GRPO_PANELS):
+        for arm_index, (arm, records) in enumerate(runs.items()):
+            for key, label in keys:
+                steps, values = _series(records, key)
+                if steps:
+                    axis.plot(steps, values, styles[arm_index % len(styles)], label=f"{arm}: {label}")
+        axis.set_title(title)
+        axis.set_xlabel("GRPO step")
+        axis.grid(alpha=0.3)
+        axis.legend(fontsize=7)
+    figure.tight_layout()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(out, dpi=120)
+    plt.close(figure)
+    return out
+
+
+def eval_summary(run_dir: Path, k: int | None = None) -> dict[str, Any]:
+    """The overall group of an eval run: rates @1 (and @k), mean speedup, cheat share, per-family correct."""
+    run_dir = Path(run_dir)
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    groups = metrics["metrics"]["groups"] if "metrics" in metrics else metrics["groups"]
+    overall = next(g for g in groups if g["name"] == "all")
+    summary: dict[str, Any] = {name: overall["rates"]["1"].get(name) for name in COMPARISON_METRICS}
+    if k is not None and str(k) in overall["rates"]:
+        summary[f"correct@{k}"] = overall["rates"][str(k)].get("correct")
+    summary["mean_speedup"] = overall.get("mean_speedup")
+    summary["problems"] = overall["problems"]
+    summary["samples"] = overall["samples"]
+    samples = _samples(run_dir)
+    summary["cheat"] = (sum(1 for s in samples if s.get("status") == "cheat") / len(samples)) if samples else None
+    summary["families"] = family_correct(samples)
+    return summary
+
+
+def _samples(run_dir: Path) -> list[dict[str, Any]]:
+    path = run_dir / "samples.jsonl"
+    if not path.is_file():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def family_correct(samples: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+    """Share of correct samples per task family (samples without a family are grouped as "-")."""
+    totals: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    for sample in samples:
+        family = sample.get("family") or "-"
+        totals[family][0] += sample.get("status") == "ok"
+        totals[family][1] += 1
+    return {family: ok / n for family, (ok, n) in sorted(totals.items())}
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.1f}%"
+
+
+def comparison_table(evals: Mapping[str, Mapping[str, Path]], k: int | None = None) -> str:
+    """Markdown: one table per evaluation set, one row per model."""
+    sets = sorted({s for per_set in evals.values() for s in per_set}, key=lambda s: (s != "heldout", s))
+    lines = []
+    for eval_set in sets:
+        columns = ["model", "problems", "samples", *COMPARISON_METRICS, *([f"correct@{k}"] if k else []),
+                   "mean speedup", "cheat"]
+        lines += [f"### {eval_set}", "", "| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+        for model, per_set in evals.items():
+            if eval_set not in per_set:
+                continue
+            s = eval_summary(per_set[eval_set], k)
+            cells = [model, str(s["problems"]), str(s["samples"]), *(_pct(s[m]) for m in COMPARISON_METRICS)]
+            if k:
+                cells.append(_pct(s.get(f"correct@{k}")))
+            cells += ["-" if s["mean_speedup"] is None else f"{s['mean_speedup']:.2f}x", _pct(s["cheat"])]
+            lines.append("| " + " | ".join(cells) + " |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def family_table(evals: Mapping[str, Path]) -> str:
+    """Markdown: correct rate per family (rows) for each model (columns) on one evaluation set."""
+    per_model = {model: eval_summary(path)["families"] for model, path in evals.items()}
+    families = sorted({f for table in per_model.values() for f in table})
+    lines = ["| family | " + " | ".join(per_model) + " |", "|---|" + "---|" * len(per_model)]
+    for family in families:
+        lines.append(f"| {family} | " + " | ".join(_pct(per_model[m].get(family)) for m in per_model) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _pairs(values: Sequence[str], what: str) -> dict[str, Path]:
+    out = {}
+    for value in values:
+        name, sep, path = value.partition("=")
+        if not sep:
+            raise SystemExit(f"--{what} wants NAME=RUN_DIR, got {value!r}")
+        out[name] = Path(path)
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sft", type=Path, help="the SFT run folder")
+    parser.add_argument("--grpo", action="append", default=[], help="ARM=RUN_DIR of a GRPO run (repeatable)")
+    parser.add_argument("--eval", action="append", default=[],
+                        help="MODEL:SET=RUN_DIR of an eval run (repeatable), e.g. sft:heldout=runs/eval-sft-heldout")
+    parser.add_argument("--family-set", default="heldout", help="the evaluation set of the per-family table")
+    parser.add_argument("--k", type=int, help="also report correct@k")
+    parser.add_argument("--out", type=Path, required=True, help="folder for the PNG files and comparison.md")
+    args = parser.parse_args(argv)
+    written = []
+    if args.sft:
+        written.append(plot_sft(args.sft, args.out / "sft_loss.png"))
+    if args.grpo:
+        written.append(plot_grpo(_pairs(args.grpo, "grpo"), args.out / "grpo_curves.png"))
+    if args.eval:
+        evals: dict[str, dict[str, Path]] = defaultdict(dict)
+        for value in args.eval:
+            label, sep, path = value.partition("=")
+            model, colon, eval_set = label.partition(":")
+            if not (sep and colon):
+                raise SystemExit(f"--eval wants MODEL:SET=RUN_DIR, got {value!r}")
+            evals[model][eval_set] = Path(path)
+        text = "## Comparison\n\n" + comparison_table(evals, args.k)
+        family_runs = {m: sets[args.family_set] for m, sets in evals.items() if args.family_set in sets}
+        if family_runs:
+            text += f"\n## Correct per family ({args.family_set})\n\n" + family_table(family_runs)
+        path = args.out / "comparison.md"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        written.append(path)
+    for path in written:
+        print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
