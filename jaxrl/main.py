@@ -95,6 +95,10 @@ def run_grpo_command(config: Config, args: argparse.Namespace) -> int:
     return _import("jaxrl.training.grpo_main", "grpo").run(config)
 
 
+def run_data_command(config: Config, args: argparse.Namespace) -> int:
+    return _import("jaxrl.data.engine.data_main", "data").run(config, progress=not args.no_progress)
+
+
 def _eval_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-progress", action="store_true", help="no progress bars on stderr")
 
@@ -119,6 +123,8 @@ COMMANDS: dict[str, Command] = {
                       add_arguments=_sample_arguments, expand_overrides=_sample_aliases),
     "sft": Command("supervised fine-tuning", run_sft_command),
     "grpo": Command("GRPO reinforcement learning with sandbox rewards", run_grpo_command),
+    "data": Command("build verified, decontaminated, split SFT and RL data with the data engine (docs/data.md)",
+                    run_data_command, default_config="data_cpu", add_arguments=_eval_arguments),
 }
 
 
