@@ -335,21 +335,7 @@ def _write_outputs(settings: BuildSettings, run_dir: Path, engine: Engine, token
         decontaminated=corpus.found,
         sandbox=sorted({f"{r['validation']['backend']}/{r['validation']['device']}" for r in rl_rows}),
     )
-    stages: dict[str, float] = {}
-    retries: dict[str, int] = {}
-    for timing in timings:
-        for stage, seconds in timing.get("stages_s", {}).items():
-            stages[stage] = stages.get(stage, 0.0) + seconds
-        for stage, count in timing.get("retries", {}).items():
-            retries[stage] = retries.get(stage, 0) + count
-    t0 = time.perf_counter()
-    timing = {
-        "stages_s": {k: round(v, 3) for k, v in stages.items()},
-        "retries": retries,
-        "shards_resumed": resumed,
-        "this_run_s": round(wall_s, 3),
-        "pairs_per_minute": round(len(sft_rows) / (sum(stages.values()) / 60), 2) if sum(stages.values()) else None,
-    }
+    timing = _timing(timings, resumed, wall_s, len(sft_rows))
     summary = {
         "decontaminated": corpus.found,
         "kernelbench": {"where": corpus.where, "found": corpus.found, "problems": len(corpus.problems),
@@ -361,13 +347,13 @@ def _write_outputs(settings: BuildSettings, run_dir: Path, engine: Engine, token
         "reference_time_us": _quantiles([r["validation"]["ref_time_us"] for r in rl_rows]),
         "timing": timing,
     }
-    files = {
+    t0 = time.perf_counter()
+    commit({
         run_dir / "sft.jsonl": jsonl_text(sft_rows),
         run_dir / "rl_tasks.jsonl": jsonl_text(rl_rows),
         run_dir / "card.md": render_card(header, stats),
-    }
-    commit(files)
-    timing["stages_s"]["write"] = round(time.perf_counter() - t0, 3)
+    })
+    timing["stages_s"]["write"] = round(time.perf_counter() - t0, 3)  # summary["timing"] is this dict
     commit({run_dir / "summary.json": json_text(summary)})
     if not corpus.found:
         log.warning("NOT DECONTAMINATED: %s", _corpus_text(corpus))
@@ -376,6 +362,25 @@ def _write_outputs(settings: BuildSettings, run_dir: Path, engine: Engine, token
                     "data.max_tasks and rerun to extend the build", selection.shards, len(sft_rows), d.sft_pairs,
                     len(rl_rows), d.rl_tasks)
     return BuildResult(run_dir, stats, summary, terminal_summary(stats, timing, header))
+
+
+def _timing(timings: list[dict[str, Any]], resumed: int, wall_s: float, pairs: int) -> dict[str, Any]:
+    """Seconds per stage and infra retries per stage summed over the shards used (resumed ones included)."""
+    stages: dict[str, float] = {}
+    retries: dict[str, int] = {}
+    for timing in timings:
+        for stage, seconds in timing.get("stages_s", {}).items():
+            stages[stage] = stages.get(stage, 0.0) + seconds
+        for stage, count in timing.get("retries", {}).items():
+            retries[stage] = retries.get(stage, 0) + count
+    busy_s = sum(stages.values())
+    return {
+        "stages_s": {k: round(v, 3) for k, v in stages.items()},
+        "retries": retries,
+        "shards_resumed": resumed,
+        "this_run_s": round(wall_s, 3),
+        "pairs_per_minute": round(pairs / (busy_s / 60), 2) if busy_s else None,
+    }
 
 
 def code_sha(code: str) -> str:
