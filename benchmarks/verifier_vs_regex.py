@@ -28,7 +28,7 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from sandbox_service.options import EvalOptions, Policy  # noqa: E402
+from sandbox_service.options import EvalOptions, InputSet, Policy  # noqa: E402
 from sandbox_service.verifier.static_rules import check_static  # noqa: E402
 
 DEFAULT_CORPUS = REPO / "tests" / "sandbox_service" / "corpus"
@@ -42,6 +42,7 @@ class Candidate:
     expected_layer: str | None
     code: str
     reference: str
+    input_sets: tuple[InputSet, ...] = ()
 
 
 @dataclasses.dataclass
@@ -75,6 +76,8 @@ def load_corpus(corpus: Path) -> list[Candidate]:
             expected_layer=entry["expected_layer"],
             code=(corpus / entry["file"]).read_text(),
             reference=(corpus / entry["problem"]).read_text(),
+            input_sets=tuple(InputSet(Path(f).stem, (corpus / f).read_text())
+                             for f in manifest.get("input_sets", {}).get(entry["problem"], [])),
         )
         for entry in manifest["candidates"]
     ]
@@ -91,17 +94,12 @@ def load_kernelbench_checker(path: Path) -> Callable[[str], tuple[bool, list[str
     return lambda code: module.validate_kernel_static(code, backend="triton", precision="fp32")
 
 
-def full_pipeline(policy: Policy) -> Callable[[Candidate], bool]:
-    """A hack is caught by the full pipeline when its status is anything but ok."""
-    try:
-        from sandbox_service.evaluation import evaluate_local
-    except ImportError as exc:
-        raise SystemExit(
-            "--full needs sandbox_service.evaluation.evaluate_local(reference_src, candidate_src, options) -> EvalResult, "
-            f"which this checkout does not provide ({exc})"
-        ) from exc
+def full_pipeline(policy: Policy, lane) -> Callable[[Candidate], bool]:
+    """A hack is caught by the full pipeline (with the problem's input sets) when its status is anything but ok."""
+    from sandbox_service.evaluation import evaluate
+
     options = EvalOptions(policy=policy, time=False)
-    return lambda candidate: evaluate_local(candidate.reference, candidate.code, options).status.value != "ok"
+    return lambda c: evaluate(c.reference, c.code, options, lane, input_sets=c.input_sets).status.value != "ok"
 
 
 def run(corpus: Path, checker_path: Path, policy: Policy, full: bool) -> dict:
@@ -112,8 +110,14 @@ def run(corpus: Path, checker_path: Path, policy: Policy, full: bool) -> dict:
         "regex": lambda c: not regex(c.code)[0],
         "regex+warn": lambda c: (lambda valid, errors, warnings: not valid or bool(warnings))(*regex(c.code)),
     }
+    lane = None
     if full:
-        verdicts["full"] = full_pipeline(policy)
+        import tempfile
+
+        from sandbox_service.lane import Lane
+
+        lane = Lane.create("interpreter", None, warm=1, work_root=Path(tempfile.mkdtemp(prefix="tritonrl-vvr-")))
+        verdicts["full"] = full_pipeline(policy, lane)
     totals = {name: Tally() for name in verdicts}
     by_category: dict[str, dict[str, Tally]] = {}
     rows = []
@@ -123,6 +127,8 @@ def run(corpus: Path, checker_path: Path, policy: Policy, full: bool) -> dict:
         for name, flagged in flags.items():
             totals[name].add(candidate, flagged)
             by_category.setdefault(candidate.category, {n: Tally() for n in verdicts})[name].add(candidate, flagged)
+    if lane is not None:
+        lane.close()
     return {
         "policy": policy.value,
         "totals": {name: dataclasses.asdict(t) for name, t in totals.items()},

@@ -5,9 +5,11 @@
         for index, result in client.evaluate_many(pairs):  # streamed back as each finishes
             ...
 
-Transient failures (UNAVAILABLE, RESOURCE_EXHAUSTED, a server restarting) are retried on the next
-server with exponential backoff. When every attempt fails the result is `infra_error`, which trainers
-mask out rather than score, so a sandbox outage never turns into a zero reward. No torch is imported.
+Transient failures (UNAVAILABLE, a server restarting) are retried on the next server with exponential
+backoff; RESOURCE_EXHAUSTED (a full queue: the server is busy, not broken) is retried until the call's
+deadline, so load makes work wait instead of fail. When every attempt fails the result is `infra_error`,
+which trainers mask out rather than score, so a sandbox outage never turns into a zero reward. No torch
+is imported.
 """
 
 from __future__ import annotations
@@ -24,15 +26,17 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 import grpc
 
-from sandbox_service.convert import options_to_pb, result_from_pb
-from sandbox_service.options import EvalOptions
-from sandbox_service.results import EvalResult, Status
+from sandbox_service.convert import (
+    input_sets_to_pb, options_to_pb, result_from_pb, validate_options_to_pb, validation_from_pb,
+)
+from sandbox_service.options import EvalOptions, InputSet, ValidateOptions
+from sandbox_service.results import EvalResult, Status, ValidationResult, ValidationStatus
 from tritonrl.sandbox.v1 import sandbox_pb2 as pb
 from tritonrl.sandbox.v1 import sandbox_pb2_grpc as pb_grpc
 
@@ -60,6 +64,7 @@ class Pair:
     reference: str
     candidate: str
     options: EvalOptions | None = None
+    input_sets: tuple[InputSet, ...] = ()
 
 
 class _Target:
@@ -126,6 +131,7 @@ class SandboxClient:
         candidate: str,
         options: EvalOptions | None = None,
         *,
+        input_sets: Sequence[InputSet] = (),
         timeout_s: float | None = None,
         request_id: str = "",
     ) -> EvalResult:
@@ -134,16 +140,42 @@ class SandboxClient:
         request = pb.EvaluateRequest(
             request_id=request_id, reference_source=reference, candidate_source=candidate, options=options_to_pb(options)
         )
+        input_sets_to_pb(input_sets, request.input_sets)
+        answer = self._call("Evaluate", request, timeout_s)
+        if isinstance(answer, str):
+            return EvalResult(Status.INFRA_ERROR, error=f"sandbox unavailable: {answer}")
+        return result_from_pb(answer.result)
+
+    def validate(
+        self,
+        reference: str,
+        input_sets: Sequence[InputSet] = (),
+        options: ValidateOptions | None = None,
+        *,
+        timeout_s: float | None = None,
+        request_id: str = "",
+    ) -> ValidationResult:
+        """Validate a reference against itself. Never raises for server trouble (infra_error instead)."""
+        request = pb.ValidateRequest(request_id=request_id, reference_source=reference,
+                                     options=validate_options_to_pb(options))
+        input_sets_to_pb(input_sets, request.input_sets)
+        answer = self._call("Validate", request, timeout_s)
+        if isinstance(answer, str):
+            return ValidationResult(ValidationStatus.INFRA_ERROR, reason=f"sandbox unavailable: {answer}")
+        return validation_from_pb(answer.result)
+
+    def _call(self, method: str, request, timeout_s: float | None):
+        """The response, or the last error as text once retries and the deadline are spent."""
         deadline = time.monotonic() + (timeout_s or self.timeout_s)
         last_error = ""
-        for attempt in range(self.retry.attempts):
+        attempt = unavailable = 0
+        while unavailable < self.retry.attempts:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 break
             target = self._pick(attempt)
             try:
-                response = target.stub.Evaluate(request, timeout=remaining, wait_for_ready=attempt > 0)
-                return result_from_pb(response.result)
+                return getattr(target.stub, method)(request, timeout=remaining, wait_for_ready=attempt > 0)
             except grpc.RpcError as exc:
                 code = exc.code()
                 last_error = f"{target.address}: {code.name}: {exc.details()}"
@@ -151,11 +183,14 @@ class SandboxClient:
                     raise ValueError(exc.details()) from None
                 if code not in RETRYABLE:
                     break
+                if code != grpc.StatusCode.RESOURCE_EXHAUSTED:
+                    unavailable += 1  # a busy server is waited for until the deadline; a missing one is not
                 log.debug("retrying after %s", last_error)
             finally:
                 self._release(target)
-            time.sleep(min(self.retry.backoff(attempt), max(0.0, deadline - time.monotonic())))
-        return EvalResult(Status.INFRA_ERROR, error=f"sandbox unavailable: {last_error or 'deadline exceeded'}")
+            time.sleep(min(self.retry.backoff(min(attempt, 5)), max(0.0, deadline - time.monotonic())))
+            attempt += 1
+        return last_error or "deadline exceeded"
 
     def evaluate_many(
         self, pairs: Iterable[Pair | tuple[str, str]], *, max_concurrency: int | None = None
@@ -165,8 +200,24 @@ class SandboxClient:
         workers = max(1, min(max_concurrency or self.max_concurrency, len(items) or 1))
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="sandbox-client") as pool:
             futures = {
-                pool.submit(self.evaluate, item.reference, item.candidate, item.options, request_id=str(index)): index
+                pool.submit(self.evaluate, item.reference, item.candidate, item.options, input_sets=item.input_sets,
+                            request_id=str(index)): index
                 for index, item in enumerate(items)
+            }
+            for future in as_completed(futures):
+                yield futures[future], future.result()
+
+    def validate_many(
+        self, items: Iterable[tuple[str, Sequence[InputSet]]], options: ValidateOptions | None = None, *,
+        max_concurrency: int | None = None,
+    ) -> Iterator[tuple[int, ValidationResult]]:
+        """Validate references with bounded concurrency; yields (index, result) as each one finishes."""
+        items = list(items)
+        workers = max(1, min(max_concurrency or self.max_concurrency, len(items) or 1))
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="sandbox-validate") as pool:
+            futures = {
+                pool.submit(self.validate, reference, tuple(sets), options, request_id=str(index)): index
+                for index, (reference, sets) in enumerate(items)
             }
             for future in as_completed(futures):
                 yield futures[future], future.result()
@@ -180,12 +231,14 @@ class SandboxClient:
         def requests() -> Iterator[pb.EvaluateRequest]:
             for index, pair in enumerate(pairs):
                 pair = pair if isinstance(pair, Pair) else Pair(*pair)
-                yield pb.EvaluateRequest(
+                request = pb.EvaluateRequest(
                     request_id=str(index),
                     reference_source=pair.reference,
                     candidate_source=pair.candidate,
                     options=options_to_pb(pair.options or self.default_options),
                 )
+                input_sets_to_pb(pair.input_sets, request.input_sets)
+                yield request
 
         target = self._pick(0)
         try:

@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
-from sandbox_service.options import EvalOptions
-from sandbox_service.results import EvalResult, LayerResult, Outcome, Status, TimingStats, Violation
+from collections.abc import Sequence
+
+from sandbox_service.options import EvalOptions, InputSet, ValidateOptions
+from sandbox_service.results import (
+    EvalResult, InputSetReport, LayerResult, Outcome, Status, TimingStats, ValidationResult, ValidationStatus, Violation,
+)
 from tritonrl.sandbox.v1 import sandbox_pb2 as pb
 
 _STATUS_TO_PB = {status: getattr(pb, f"STATUS_{status.name}") for status in Status}
 _STATUS_FROM_PB = {v: k for k, v in _STATUS_TO_PB.items()}
 _OUTCOME_TO_PB = {outcome: getattr(pb, f"LAYER_OUTCOME_{outcome.name}") for outcome in Outcome}
 _OUTCOME_FROM_PB = {v: k for k, v in _OUTCOME_TO_PB.items()}
+_VALIDATION_TO_PB = {status: getattr(pb, f"VALIDATION_STATUS_{status.name}") for status in ValidationStatus}
+_VALIDATION_FROM_PB = {v: k for k, v in _VALIDATION_TO_PB.items()}
+_VALIDATE_OPTION_FIELDS = ("seeds", "seed", "time", "min_ref_time_us", "warmup_runs", "timing_runs", "timeout_s",
+                           "memory_limit_mb")
 _OPTIONAL_OPTION_FIELDS = (
     "trials",
     "seed",
@@ -132,5 +140,73 @@ def result_from_pb(message: pb.EvalResult) -> EvalResult:
         device=message.device,
         error=message.error,
         stdout_tail=message.stdout_tail,
+        duration_s=message.duration_s,
+    )
+
+
+def input_sets_to_pb(input_sets: Sequence[InputSet], target) -> None:
+    for item in input_sets:
+        target.add(name=item.name, source=item.source)
+
+
+def input_sets_from_pb(messages) -> tuple[InputSet, ...]:
+    """Raises ValueError for a malformed or duplicate input set."""
+    sets = tuple(InputSet(m.name, m.source) for m in messages)
+    names = [s.name for s in sets]
+    if len(set(names)) != len(names) or "default" in names:
+        raise ValueError(f"input set names must be unique and not 'default', got {names}")
+    return sets
+
+
+def validate_options_to_pb(options: ValidateOptions | None) -> pb.ValidateOptions:
+    message = pb.ValidateOptions()
+    if options is None:
+        return message
+    for name in _VALIDATE_OPTION_FIELDS:
+        setattr(message, name, getattr(options, name))
+    for dtype, (atol, rtol) in options.tolerances.items():
+        message.tolerances.add(dtype=dtype, atol=atol, rtol=rtol)
+    return message
+
+
+def validate_options_from_pb(message: pb.ValidateOptions) -> ValidateOptions:
+    data = {name: getattr(message, name) for name in _VALIDATE_OPTION_FIELDS if message.HasField(name)}
+    if message.tolerances:
+        data["tolerances"] = {t.dtype: (t.atol, t.rtol) for t in message.tolerances}
+    return ValidateOptions(**data)
+
+
+def validation_to_pb(result: ValidationResult) -> pb.ValidationResult:
+    message = pb.ValidationResult(status=_VALIDATION_TO_PB[result.status], reason=result.reason,
+                                  backend=result.backend, device=result.device, duration_s=result.duration_s)
+    for report in result.input_sets:
+        item = message.input_sets.add(
+            name=report.name, ok=report.ok, reason=report.reason, deterministic=report.deterministic,
+            varies_with_seed=report.varies_with_seed, degenerate=report.degenerate, finite=report.finite,
+            output_dtypes=report.output_dtypes, input_bytes=report.input_bytes, output_bytes=report.output_bytes,
+            peak_memory_mb=report.peak_memory_mb,
+        )
+        for shape in report.output_shapes:
+            item.output_shapes.add(dims=shape)
+        if report.ref_time_us is not None:
+            item.ref_time_us = report.ref_time_us
+    _timing_to_pb(result.ref_timing, message.ref_timing)
+    return message
+
+
+def validation_from_pb(message: pb.ValidationResult) -> ValidationResult:
+    return ValidationResult(
+        status=_VALIDATION_FROM_PB.get(message.status, ValidationStatus.INFRA_ERROR),
+        reason=message.reason, backend=message.backend, device=message.device,
+        input_sets=[
+            InputSetReport(
+                name=r.name, ok=r.ok, reason=r.reason, deterministic=r.deterministic, varies_with_seed=r.varies_with_seed,
+                degenerate=r.degenerate, finite=r.finite, output_shapes=[list(s.dims) for s in r.output_shapes],
+                output_dtypes=list(r.output_dtypes), input_bytes=r.input_bytes, output_bytes=r.output_bytes,
+                peak_memory_mb=r.peak_memory_mb, ref_time_us=r.ref_time_us if r.HasField("ref_time_us") else None,
+            )
+            for r in message.input_sets
+        ],
+        ref_timing=_timing_from_pb(message.ref_timing, message.HasField("ref_timing")),
         duration_s=message.duration_s,
     )

@@ -27,7 +27,7 @@ def dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
 
-def _within(actual: torch.Tensor, expected: torch.Tensor, atol: float, rtol: float) -> bool:
+def within(actual: torch.Tensor, expected: torch.Tensor, atol: float, rtol: float) -> bool:
     if not actual.is_floating_point() and not actual.is_complex():
         return bool(torch.equal(actual, expected))
     precision = torch.float64 if expected.dtype == torch.float64 else torch.float32
@@ -43,7 +43,7 @@ def constant_would_pass(expected: torch.Tensor, atol: float, rtol: float) -> boo
     e = expected.to(precision)
     zeros = torch.zeros_like(e)
     mid = (e.max() + e.min()) / 2  # the constant with the smallest worst-case error
-    return _within(zeros, e, atol, rtol) or _within(torch.full_like(e, float(mid)), e, atol, rtol)
+    return within(zeros, e, atol, rtol) or within(torch.full_like(e, float(mid)), e, atol, rtol)
 
 
 def degenerate_outputs(expected_trials: list[list[torch.Tensor]], tolerances: Tolerances) -> list[bool]:
@@ -80,7 +80,7 @@ def compare_trial(
             diff = (a.to(torch.float64) - e.to(torch.float64)).abs()
             max_abs = max(max_abs, float(diff.max()))
         atol, rtol = tolerances(dtype_name(e.dtype))
-        if not _within(a, e, atol, rtol):
+        if not within(a, e, atol, rtol):
             return TrialComparison(False, max_abs, f"{where}: not within atol={atol} rtol={rtol}")
         if degenerate[index]:
             e64, a64 = e.to(torch.float64), a.to(torch.float64)

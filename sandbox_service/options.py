@@ -118,3 +118,39 @@ class InputSet:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> InputSet:
         return cls(str(data["name"]), str(data["source"]))
+
+
+@dataclasses.dataclass
+class ValidateOptions:
+    """How a reference is validated against itself (the `Validate` call).
+
+    seeds: how many input seeds it runs on (at least 2: outputs must change with the inputs); time:
+    measure its time on the GPU; min_ref_time_us: below this the reference is too small to time
+    meaningfully and the task is invalid (0 = no floor).
+    """
+
+    seeds: int = 3
+    seed: int = 42
+    time: bool = True
+    min_ref_time_us: float = 0.0
+    warmup_runs: int = 3
+    timing_runs: int = 100
+    timeout_s: float = 300.0
+    memory_limit_mb: int = 16384
+    tolerances: dict[str, tuple[float, float]] = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.tolerances = {str(k): (float(v[0]), float(v[1])) for k, v in self.tolerances.items()}
+        problems = []
+        if not 2 <= self.seeds <= 20:
+            problems.append(f"seeds must be in [2, 20], got {self.seeds}")
+        if self.min_ref_time_us < 0:
+            problems.append("min_ref_time_us must be >= 0")
+        if self.warmup_runs < 0 or not 1 <= self.timing_runs <= 10000:
+            problems.append("warmup_runs must be >= 0 and timing_runs in [1, 10000]")
+        if not 0 < self.timeout_s <= 3600:
+            problems.append(f"timeout_s must be in (0, 3600], got {self.timeout_s}")
+        if self.memory_limit_mb < 256:
+            problems.append("memory_limit_mb must be >= 256")
+        if problems:
+            raise ValueError("invalid ValidateOptions: " + "; ".join(problems))

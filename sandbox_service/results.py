@@ -123,6 +123,67 @@ class EvalResult:
         return cls(**kwargs)
 
 
+class ValidationStatus(str, enum.Enum):
+    """Verdict on a reference validated against itself."""
+
+    OK = "ok"
+    INVALID = "invalid"  # raises, not deterministic, degenerate, ignores its inputs, too big or too fast
+    TIMEOUT = "timeout"
+    INFRA_ERROR = "infra_error"  # the sandbox failed: try again
+
+
+@dataclasses.dataclass
+class InputSetReport:
+    """One input set (the reference's own inputs are "default") of a validated reference."""
+
+    name: str
+    ok: bool = False
+    reason: str = ""
+    deterministic: bool = False
+    varies_with_seed: bool = False
+    degenerate: bool = False
+    finite: bool = False
+    output_shapes: list[list[int]] = dataclasses.field(default_factory=list)
+    output_dtypes: list[str] = dataclasses.field(default_factory=list)
+    input_bytes: int = 0
+    output_bytes: int = 0
+    peak_memory_mb: float = 0.0
+    ref_time_us: float | None = None
+
+
+@dataclasses.dataclass
+class ValidationResult:
+    status: ValidationStatus
+    reason: str = ""
+    backend: str = ""
+    device: str = ""
+    input_sets: list[InputSetReport] = dataclasses.field(default_factory=list)
+    ref_timing: TimingStats | None = None
+    duration_s: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.status == ValidationStatus.OK
+
+    @property
+    def ref_time_us(self) -> float | None:
+        return None if self.ref_timing is None else self.ref_timing.median_us
+
+    def to_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["status"] = self.status.value
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ValidationResult:
+        timing = data.get("ref_timing")
+        return cls(
+            status=ValidationStatus(data["status"]), reason=data.get("reason", ""), backend=data.get("backend", ""),
+            device=data.get("device", ""), input_sets=[InputSetReport(**r) for r in data.get("input_sets", [])],
+            ref_timing=TimingStats(**timing) if timing else None, duration_s=float(data.get("duration_s", 0.0)),
+        )
+
+
 def truncate(text: str, limit: int = 4000) -> str:
     """Keep error text bounded: head and tail, with the cut marked."""
     if len(text) <= limit:

@@ -1,8 +1,10 @@
-"""Bounded queue of evaluations feeding one lane per GPU (or one CPU lane).
+"""Bounded queue of work (evaluations, validations) feeding one lane per GPU (or one CPU lane).
 
-Each lane runs up to `workers_per_lane` evaluations at once: their compilation and correctness phases
-overlap, while timing takes the lane's GPU alone (TimingGate). A full queue refuses new work
-(backpressure); a job whose caller has gone is cancelled, queued or running.
+Each lane runs up to `workers_per_lane` jobs at once: their compilation and correctness phases overlap
+up to the machine's cores, while timing takes the lane's GPU alone (TimingGate, with every other
+process of the lane frozen). A full queue refuses new work (backpressure); a job whose caller has gone
+is cancelled, queued or running. A job waits in the queue without using its own time limit, so an
+overloaded machine makes work wait instead of fail.
 """
 
 from __future__ import annotations
@@ -15,12 +17,16 @@ import shutil
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future
 from pathlib import Path
+from typing import Any
 
-from sandbox_service.evaluation import Lane, evaluate
-from sandbox_service.options import EvalOptions
-from sandbox_service.results import EvalResult, Status
+from sandbox_service.evaluation import evaluate
+from sandbox_service.lane import Lane
+from sandbox_service.options import EvalOptions, InputSet, ValidateOptions
+from sandbox_service.results import EvalResult, Status, ValidationResult, ValidationStatus
+from sandbox_service.validation import validate
 from sandbox_service.verifier.llm_judge import Judge
 
 log = logging.getLogger(__name__)
@@ -40,9 +46,9 @@ class SchedulerConfig:
     gpus: tuple[int, ...] = ()
     workers_per_lane: int = 2
     queue_capacity: int = 64
-    warm_per_lane: int | None = None  # children kept ready per lane and role; default = workers_per_lane
+    warm_per_lane: int | None = None  # candidate processes kept forked and ready; default = workers_per_lane
     work_root: Path | None = None
-    shared_triton_cache: bool = True
+    judges_per_lane: int | None = None  # default: 2 on a GPU, 1 on the CPU
     judge: Judge | None = None  # the optional LLM judge layer, shared by every lane
 
     def __post_init__(self):
@@ -56,9 +62,11 @@ class SchedulerConfig:
 
 @dataclasses.dataclass(eq=False)  # compared and hashed by identity: jobs live in sets
 class Job:
-    reference_source: str
-    candidate_source: str
-    options: EvalOptions
+    """One unit of work: `work(lane, cancel_event)` returns its result; `failed(error)` is the result
+    given when it never runs (cancelled, server stopping)."""
+
+    work: Callable[[Lane, threading.Event], Any]
+    failed: Callable[[str], Any]
     deadline: float | None = None  # time.monotonic() by which the caller stops waiting
     future: Future = dataclasses.field(default_factory=Future)
     cancel_event: threading.Event = dataclasses.field(default_factory=threading.Event)
@@ -66,8 +74,23 @@ class Job:
     def cancel(self) -> None:
         self.cancel_event.set()
 
-    def result(self, timeout: float | None = None) -> EvalResult:
+    def result(self, timeout: float | None = None) -> Any:
         return self.future.result(timeout)
+
+
+def evaluation_job(reference_source: str, candidate_source: str, options: EvalOptions,
+                   input_sets: tuple[InputSet, ...] = ()) -> Job:
+    return Job(
+        work=lambda lane, cancel: evaluate(reference_source, candidate_source, options, lane, cancel, input_sets),
+        failed=lambda error: EvalResult(Status.INFRA_ERROR, error=error),
+    )
+
+
+def validation_job(reference_source: str, input_sets: tuple[InputSet, ...], options: ValidateOptions) -> Job:
+    return Job(
+        work=lambda lane, cancel: validate(reference_source, input_sets, options, lane, cancel),
+        failed=lambda error: ValidationResult(ValidationStatus.INFRA_ERROR, reason=error),
+    )
 
 
 _STOP = object()
@@ -78,10 +101,10 @@ class Scheduler:
         self.config = config
         self._owned_root = config.work_root is None
         self.work_root = Path(config.work_root or tempfile.mkdtemp(prefix="tritonrl-sandbox-", dir=_memory_backed_dir()))
-        triton_cache = self.work_root / "triton-cache" if config.shared_triton_cache else None
         warm = config.workers_per_lane if config.warm_per_lane is None else config.warm_per_lane
         devices = config.gpus if config.backend == "cuda" else (None,)
-        self.lanes = [Lane.create(config.backend, gpu, warm, self.work_root, triton_cache, config.judge) for gpu in devices]
+        self.lanes = [Lane.create(config.backend, gpu, warm, self.work_root, config.judge, config.judges_per_lane)
+                      for gpu in devices]
         self._queue: queue.Queue = queue.Queue(maxsize=config.queue_capacity)
         self._lock = threading.Lock()
         self._accepting = True
@@ -127,15 +150,15 @@ class Scheduler:
             if job.future.done():
                 continue
             if job.cancel_event.is_set() or (job.deadline is not None and time.monotonic() > job.deadline):
-                job.future.set_result(EvalResult(Status.INFRA_ERROR, error="cancelled before it started"))
+                job.future.set_result(job.failed("cancelled before it started: the caller went away"))
                 continue
             with self._lock:
                 self._running.add(job)
-            result = EvalResult(Status.INFRA_ERROR, error="sandbox error: the evaluation did not finish")
+            result = job.failed("sandbox error: the job did not finish")
             try:
-                result = evaluate(job.reference_source, job.candidate_source, job.options, lane, job.cancel_event)
+                result = job.work(lane, job.cancel_event)
             except BaseException:  # noqa: BLE001 - a worker thread must survive anything
-                log.exception("evaluation crashed")
+                log.exception("job crashed")
             finally:
                 with self._lock:
                     self._running.discard(job)
@@ -166,7 +189,7 @@ class Scheduler:
             except queue.Empty:
                 break
             if job is not _STOP and not job.future.done():
-                job.future.set_result(EvalResult(Status.INFRA_ERROR, error="the server is shutting down"))
+                job.future.set_result(job.failed("the server is shutting down"))
         deadline = time.monotonic() + grace_s
         while self.in_flight and time.monotonic() < deadline:
             time.sleep(0.05)
@@ -197,8 +220,7 @@ def _memory_backed_dir() -> str | None:
 
 
 def default_workers(backend: str) -> int:
-    """Interpreter evaluations are CPU-bound: one per two cores. A GPU overlaps a few correctness runs."""
-    if backend == "interpreter":
-        return max(1, (os.cpu_count() or 2) // 2)
-    return 4
+    """As many evaluations in flight as the machine has cores: compilation and correctness are CPU work
+    (a forked process each), and timing is serialised per GPU anyway."""
+    return max(2, os.cpu_count() or 2)
 

@@ -25,12 +25,16 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from sandbox_service import __version__
-from sandbox_service.convert import options_from_pb, result_to_pb
+from sandbox_service.convert import (
+    input_sets_from_pb, options_from_pb, result_to_pb, validate_options_from_pb, validation_to_pb,
+)
 from sandbox_service.devices import BackendInfo, resolve_backend
 from sandbox_service.options import EvalOptions
 from sandbox_service.results import EvalResult, Status
 from sandbox_service.verifier.llm_judge import JudgeConfig, OpenAIChatJudge
-from sandbox_service.scheduler import Job, QueueFull, Scheduler, SchedulerConfig, ShuttingDown, default_workers
+from sandbox_service.scheduler import (
+    Job, QueueFull, Scheduler, SchedulerConfig, ShuttingDown, default_workers, evaluation_job, validation_job,
+)
 from tritonrl.sandbox.v1 import sandbox_pb2 as pb
 from tritonrl.sandbox.v1 import sandbox_pb2_grpc as pb_grpc
 
@@ -49,6 +53,7 @@ class ServerConfig:
     workers: int | None = None  # per lane
     queue_capacity: int = 64
     warm: int | None = None
+    judges: int | None = None  # judge processes per lane (default: 2 on a GPU, 1 on the CPU)
     grace_s: float = 30.0
     default_options: EvalOptions = dataclasses.field(default_factory=EvalOptions)
     judge: JudgeConfig | None = None  # the optional LLM judge (off by default)
@@ -65,13 +70,29 @@ class SandboxServicer(pb_grpc.SandboxServicer):
         if not request.reference_source.strip() or not request.candidate_source.strip():
             raise ValueError("reference_source and candidate_source are required")
         options = options_from_pb(request.options, self.defaults)
-        return Job(request.reference_source, request.candidate_source, options)
+        return evaluation_job(request.reference_source, request.candidate_source, options,
+                              input_sets_from_pb(request.input_sets))
 
     def Evaluate(self, request, context):
         try:
             job = self._parse(request)
         except ValueError as exc:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        result = self._run_unary(job, context)
+        return pb.EvaluateResponse(request_id=request.request_id, result=result_to_pb(result))
+
+    def Validate(self, request, context):
+        try:
+            if not request.reference_source.strip():
+                raise ValueError("reference_source is required")
+            job = validation_job(request.reference_source, input_sets_from_pb(request.input_sets),
+                                 validate_options_from_pb(request.options))
+        except ValueError as exc:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        result = self._run_unary(job, context)
+        return pb.ValidateResponse(request_id=request.request_id, result=validation_to_pb(result))
+
+    def _run_unary(self, job: Job, context):
         remaining = context.time_remaining()
         if remaining is not None:
             job.deadline = time.monotonic() + remaining
@@ -82,8 +103,7 @@ class SandboxServicer(pb_grpc.SandboxServicer):
         except ShuttingDown:
             context.abort(grpc.StatusCode.UNAVAILABLE, "the server is shutting down")
         context.add_callback(job.cancel)  # runs when the RPC ends for any reason, a cancelled caller included
-        result = job.result()
-        return pb.EvaluateResponse(request_id=request.request_id, result=result_to_pb(result))
+        return job.result()
 
     def EvaluateStream(self, request_iterator, context):
         """Every request read gets exactly one response, in completion order."""
@@ -160,6 +180,7 @@ class SandboxServer:
                 workers_per_lane=workers,
                 queue_capacity=config.queue_capacity,
                 warm_per_lane=config.warm,
+                judges_per_lane=config.judges,
                 judge=OpenAIChatJudge(config.judge) if config.judge else None,
             )
         )

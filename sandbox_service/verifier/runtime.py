@@ -42,6 +42,7 @@ RUNTIME_RULES = {
     "work-skipped-when-timed": "fewer kernel launches per call while timed than while checked (a result cache)",
     "inputs-tampered": "a trial's inputs, made after the candidate was imported, differ from the reference child's",
     "verdict-channel-tampering": "a message on the verdict channel without this evaluation's nonce, or garbage",
+    "outputs-changed-after-handover": "the outputs the judge read differ from the ones forward returned",
 }
 
 # Aten operators that only allocate, view, move or re-lay out memory: glue, allowed in forward.

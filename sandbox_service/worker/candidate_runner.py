@@ -1,13 +1,15 @@
 """The candidate child: build ModelNew, run the correctness trials under the runtime monitor, time it.
 
-Order matters for trust: the reference module is loaded, the first trial's inputs are built and
-the reference model (for timing) is constructed before the candidate's module is imported. Later
-trials' inputs are built after, so large problems hold one trial in memory at a time; their
-fingerprints must match the reference child's, or the candidate tampered with input generation. The child
-never decides correctness: it writes its outputs to files that the reference child compares.
+Order matters for trust. Before the candidate's module is imported, the reference module is loaded
+once per input set and every trial's inputs are generated from their seeds and fingerprinted (then
+dropped: large problems hold one trial at a time). After the import each trial's inputs are generated
+again; their fingerprints must match, or the candidate tampered with input generation. The child never
+decides correctness: it hands each trial's outputs to the judge (a file, or CUDA IPC handles for large
+outputs) and moves on. The reference model is never built here, so there is no reference output in this
+process to steal.
 
-Messages sent (each with the evaluation's nonce): inputs_ready, compile_error | runtime_error,
-outputs_ready, then on the server's "time" message: timing (or runtime_error).
+Messages sent (each with the evaluation's nonce): inputs_ready, [build_request], trial_outputs per trial,
+compile_error | runtime_error | outputs_done, then on the server's "time": timing (or runtime_error).
 """
 
 from __future__ import annotations
@@ -19,8 +21,8 @@ import torch
 
 from sandbox_service.options import Policy
 from sandbox_service.verifier.runtime import RuntimeMonitor
-from sandbox_service.worker import harness
-from sandbox_service.worker.protocol import Receiver
+from sandbox_service.worker import handover, harness
+from sandbox_service.worker.protocol import ChannelClosed, Receiver
 
 Emit = Callable[..., None]
 
@@ -31,20 +33,32 @@ def _is_compile_error(exc: BaseException) -> bool:
     return bool(names & {"CompilationError", "CompileTimeAssertionFailure", "PTXASError", "OutOfResources"})
 
 
+def _remote_builder(emit: Emit, control: Receiver):
+    def request(name, source, library_dirs, include_dirs, libraries):
+        emit("build_request", name=name, source=source, library_dirs=library_dirs, include_dirs=include_dirs,
+             libraries=libraries)
+        answer = control.receive()
+        if answer.get("type") != "build_result":
+            raise ChannelClosed(f"expected build_result, got {answer.get('type')!r}")
+        return answer.get("path")
+
+    return request
+
+
 def run(job: dict, emit: Emit, control: Receiver) -> None:
     clock = time.monotonic
     phases: dict[str, float] = {}
     started = clock()
     device = harness.device_for(job["backend"])
-    reference = harness.load_module(job["reference_path"], "tritonrl_reference")
-    init_inputs = harness.init_inputs(reference, job["seed"], device)
+    sets = harness.load_problem_sets(job["reference_path"], job["input_sets"], job["seed"])
     seeds = harness.trial_seeds(job["seed"], job["trials"])
-    first_inputs = harness.trial_inputs(reference, seeds[0], device)
-    input_fingerprints = [harness.fingerprint([first_inputs])]
-    emit("inputs_ready", fingerprint=input_fingerprints[0])  # made before any candidate code ran
-    reference_model = None
-    if job["time"]:
-        reference_model = harness.build_model(reference, "Model", init_inputs, job["seed"], device)
+    expected = [
+        [harness.fingerprint([harness.trial_inputs(module, s, device)]) for s in seeds] for _, module in sets
+    ]
+    emit("inputs_ready", fingerprints=expected)  # made before any candidate code ran
+    init = [harness.init_inputs(module, job["seed"], device) for _, module in sets]
+    if job.get("remote_build"):
+        harness.install_remote_build(_remote_builder(emit, control))
 
     monitor = RuntimeMonitor(device)
     monitor.install()
@@ -54,7 +68,7 @@ def run(job: dict, emit: Emit, control: Receiver) -> None:
     try:
         candidate = harness.load_module(job["candidate_path"], "tritonrl_candidate")
         phase = "construction"
-        model = harness.build_model(candidate, "ModelNew", init_inputs, job["seed"], device)
+        models = [harness.build_model(candidate, "ModelNew", init[i], job["seed"], device) for i in range(len(sets))]
     except BaseException as exc:  # noqa: BLE001 - anything the candidate raises, SystemExit included
         emit("compile_error", phase=phase, error=harness.format_exception(exc))
         return
@@ -62,37 +76,35 @@ def run(job: dict, emit: Emit, control: Receiver) -> None:
     phases["compile"] = clock() - started
     started = clock()
 
-    output_fingerprints = []
-    for trial, trial_seed in enumerate(seeds):
-        if trial == 0:
-            inputs = first_inputs
-        else:
-            # Later trials are made after the candidate ran; the reference child compares their fingerprints.
+    input_fingerprints: list[list[str]] = []
+    output_fingerprints: list[list[str]] = []
+    for set_index, (_, module) in enumerate(sets):
+        input_fingerprints.append([])
+        output_fingerprints.append([])
+        for trial, trial_seed in enumerate(seeds):
             monitor.check_untampered()
-            inputs = harness.trial_inputs(reference, trial_seed, device)
-            input_fingerprints.append(harness.fingerprint([inputs]))
-        used = harness.clone(inputs)
-        harness.poison_free_memory(device, inputs)
-        try:
-            with torch.no_grad():
-                with monitor.forward_scope():
-                    output = model(*used)
-                    tensors = harness.flatten_outputs(output)
-                harness.synchronize(device)
-        except BaseException as exc:  # noqa: BLE001
-            kind = "compile_error" if _is_compile_error(exc) else "runtime_error"
-            emit(kind, phase=f"trial {trial}", error=harness.format_exception(exc))
-            return
-        monitor.check_after_forward(inputs, used, tensors)
-        output_fingerprints.append(harness.fingerprint([tensors]))
-        harness.save_outputs(tensors, harness.outputs_path(job["outputs_dir"], trial))
-        del output, tensors, used
-        if trial > 0:
-            del inputs
+            inputs = harness.trial_inputs(module, trial_seed, device)
+            input_fingerprints[-1].append(harness.fingerprint([inputs]))
+            used = harness.clone(inputs)
+            try:
+                with torch.no_grad():
+                    with monitor.forward_scope():
+                        output = models[set_index](*used)
+                        tensors = harness.flatten_outputs(output)
+                    harness.synchronize(device)
+            except BaseException as exc:  # noqa: BLE001
+                kind = "compile_error" if _is_compile_error(exc) else "runtime_error"
+                emit(kind, phase=f"{sets[set_index][0]} trial {trial}", error=harness.format_exception(exc))
+                return
+            monitor.check_after_forward(inputs, used, tensors)
+            fingerprint = harness.fingerprint([tensors])
+            output_fingerprints[-1].append(fingerprint)
+            _hand_over(job, emit, control, tensors, set_index, trial, fingerprint)
+            del output, tensors, used, inputs
     monitor.check_untampered()
     phases["trials"] = clock() - started
     emit(
-        "outputs_ready",
+        "outputs_done",
         phases=phases,
         launches=monitor.launches,
         input_fingerprints=input_fingerprints,
@@ -102,25 +114,39 @@ def run(job: dict, emit: Emit, control: Receiver) -> None:
         ops=dict(monitor.ops),
         violations=[v.__dict__ for v in monitor.violations(Policy(job["policy"]))],
     )
-
     order = control.receive()
-    if order["type"] != "time" or reference_model is None:
+    if order["type"] != "time":
         return
-    _time(job, emit, monitor, model, reference_model, first_inputs)
+    inputs = harness.trial_inputs(sets[0][1], seeds[0], device)
+    if harness.fingerprint([inputs]) != expected[0][0]:
+        monitor._add("inputs-tampered", "the timing inputs differ from the ones made before the candidate ran")
+    _time(job, emit, monitor, models[0], inputs)
 
 
-def _time(job: dict, emit: Emit, monitor: RuntimeMonitor, model, reference_model, inputs: list) -> None:
+def _hand_over(job, emit: Emit, control: Receiver, tensors, set_index: int, trial: int, fingerprint: str) -> None:
+    """Give the judge this trial's outputs; with IPC, wait until it has read them (we are frozen meanwhile)."""
+    path = harness.outputs_path(job["outputs_dir"], set_index, trial)
+    where = handover.export_outputs(tensors, path, job.get("ipc_min_bytes"))
+    emit("trial_outputs", set=set_index, trial=trial, handover=where, fingerprint=fingerprint)
+    if where["kind"] != handover.IPC:
+        return
+    answer = control.receive()
+    if answer.get("type") != "continue":
+        raise ChannelClosed(f"expected continue, got {answer.get('type')!r}")
+    if answer.get("resend") == handover.FILE:
+        harness.save_outputs(tensors, path)
+        emit("trial_outputs", set=set_index, trial=trial, handover={"kind": handover.FILE, "path": str(path)},
+             fingerprint=fingerprint)
+
+
+def _time(job: dict, emit: Emit, monitor: RuntimeMonitor, model, inputs: list) -> None:
     from sandbox_service import timing
 
     method = timing.DEVICE_SYNC if monitor.side_stream_launches else timing.CUDA_EVENTS
     launches_before, calls = monitor.launches, job["warmup_runs"] + job["timing_runs"]
     try:
-        candidate_stats = timing.time_cuda(
-            lambda: model(*inputs), warmup=job["warmup_runs"], runs=job["timing_runs"], method=method
-        )
-        reference_stats = timing.time_cuda(
-            lambda: reference_model(*inputs), warmup=job["warmup_runs"], runs=job["timing_runs"], method=method
-        )
+        stats = timing.time_cuda(lambda: model(*inputs), warmup=job["warmup_runs"], runs=job["timing_runs"],
+                                 method=method)
     except BaseException as exc:  # noqa: BLE001
         emit("runtime_error", phase="timing", error=harness.format_exception(exc))
         return
@@ -129,9 +155,4 @@ def _time(job: dict, emit: Emit, monitor: RuntimeMonitor, model, reference_model
     launched = monitor.launches - launches_before
     if launched < calls * min(monitor.launches_per_forward):
         monitor._add("work-skipped-when-timed", f"{launched} launches in {calls} timed calls, fewer than when checked")
-    emit(
-        "timing",
-        candidate=candidate_stats.__dict__,
-        reference=reference_stats.__dict__,
-        violations=[v.__dict__ for v in monitor.findings],
-    )
+    emit("timing", candidate=stats.__dict__, violations=[v.__dict__ for v in monitor.findings])

@@ -1,8 +1,13 @@
-"""Entry point of a child process: `python -m sandbox_service.worker.child_main ROLE BACKEND CTRL_FD REPORT_FD`.
+"""What a forked child does: get its device ready, say `ready`, then serve its role.
 
-It pays every first-use cost ahead of need (imports, CUDA context, Triton's and cuBLAS's set-up; see
-harness.warm_up) so that a warm child starts work at once, tells the server it is ready, waits for exactly one job, applies the job's resource limits, and runs it. The nonce arrives
-with the job, before any untrusted code, and stays in a closure here.
+Roles (each in its own fresh process, forked from the template):
+- candidate: one evaluation of untrusted code (`candidate_runner`), then the process is killed;
+- validator: one validation of a reference against itself (`validator`), then killed;
+- judge: long-lived, trusted code only: runs references and compares outputs (`judge`);
+- builder: long-lived, trusted: compiles Triton's C launchers into a content-addressed cache (`builder`).
+
+The one-shot roles receive a per-evaluation nonce with their job, before any untrusted code runs; it
+stays in a closure here and stamps every message on the verdict channel.
 """
 
 from __future__ import annotations
@@ -10,8 +15,11 @@ from __future__ import annotations
 import os
 import resource
 import sys
+import time
 
 from sandbox_service.worker import protocol
+
+TEMPLATE_WARMUP_ENV = "TRITONRL_TEMPLATE_WARMUP"
 
 
 def _limit(which: int, value: int) -> None:
@@ -20,12 +28,24 @@ def _limit(which: int, value: int) -> None:
     resource.setrlimit(which, (value, hard if hard != resource.RLIM_INFINITY else value))
 
 
-def _apply_limits(job: dict) -> None:
+def apply_limits(job: dict) -> None:
     _limit(resource.RLIMIT_CORE, 0)
     _limit(resource.RLIMIT_CPU, int(job["cpu_limit_s"]))
     _limit(resource.RLIMIT_FSIZE, int(job["file_limit_mb"]) * 1024 * 1024)
     if job["backend"] == "interpreter":  # CUDA reserves huge address ranges; the server watches RSS instead
         _limit(resource.RLIMIT_AS, int(job["memory_limit_mb"]) * 1024 * 1024)
+
+
+def prepare_template(backend: str) -> list[str]:
+    """Imports and first-use costs paid once in the template, before any fork. Returns warnings.
+
+    Measured on an H100 a fresh Python spends 8-12 s importing torch, Triton and torch._dynamo (the runtime
+    monitor needs it); a forked child inherits all of it. Each step only saves time, so one that fails
+    (another Triton version, say) is reported and skipped. `TRITONRL_TEMPLATE_WARMUP=none` skips all.
+    """
+    from sandbox_service.worker import builder, candidate_runner, harness, judge, validator  # noqa: F401 - once, here
+
+    return harness.prepare_template(backend, os.environ.get(TEMPLATE_WARMUP_ENV, "all"))
 
 
 def _channel(report_fd: int, nonce: str):
@@ -35,36 +55,43 @@ def _channel(report_fd: int, nonce: str):
     return emit
 
 
-def main(argv: list[str]) -> int:
-    role, backend, ctrl_fd, report_fd = argv[1], argv[2], int(argv[3]), int(argv[4])
+def serve(role: str, backend: str, ctrl_fd: int, report_fd: int, threads: int) -> int:
+    """The child's whole life; returns its exit code."""
     _limit(resource.RLIMIT_CORE, 0)
-    from sandbox_service.worker.harness import warm_up
+    started = time.monotonic()
+    from sandbox_service.worker import harness
 
-    warm_up(backend)
+    harness.set_threads(threads)
+    if backend == "cuda":
+        harness.init_cuda()
+    control = protocol.Receiver(ctrl_fd)
+    protocol.send(report_fd, {"type": "ready", "pid": os.getpid(), "init_s": round(time.monotonic() - started, 4)})
+    if role == "judge":
+        from sandbox_service.worker import judge
+
+        return judge.serve(backend, control, report_fd)
+    if role == "builder":
+        from sandbox_service.worker import builder
+
+        return builder.serve(control, report_fd)
     if role == "candidate":
         from sandbox_service.worker import candidate_runner as runner
+    elif role == "validator":
+        from sandbox_service.worker import validator as runner
     else:
-        from sandbox_service.worker import reference_runner as runner
-    protocol.send(report_fd, {"type": "ready", "pid": os.getpid()})
-
-    control = protocol.Receiver(ctrl_fd)
+        print(f"unknown role {role!r}", file=sys.stderr)
+        return 2
     try:
         job = control.receive()
     except protocol.ChannelClosed:
         return 0
     emit = _channel(report_fd, job.pop("nonce"))
-    _apply_limits(job)
+    apply_limits(job)
     try:
         runner.run(job, emit, control)
     except protocol.ChannelClosed:
         return 0
     except BaseException as exc:  # noqa: BLE001 - report, then exit non-zero
-        from sandbox_service.worker import harness
-
         emit("internal_error", error=harness.format_exception(exc))
         return 1
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv))

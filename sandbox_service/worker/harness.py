@@ -12,6 +12,7 @@ import importlib.util
 import random
 import sys
 import traceback
+import types
 from pathlib import Path
 from typing import Any
 
@@ -31,38 +32,95 @@ def enable_interpreter_autotune() -> None:
     Autotuner.do_bench = property(lambda self: lambda kernel_call, quantiles: [1.0 for _ in quantiles])
 
 
-def warm_up(backend: str) -> None:
-    """Pay the first-use costs of a fresh process before its job arrives (it then sits waiting).
+def prepare_template(backend: str, warmup: str = "all") -> list[str]:
+    """First-use costs paid once in the template process, before it forks children (see child_main).
 
-    Measured on an H100 these are seconds per process: torch._dynamo's import (the runtime monitor needs
-    it), Triton's hash of its own sources (part of every kernel's cache key), the CUDA driver, and the
-    cuBLAS/cuDNN handles the reference model's first matmul or convolution would create. Each step only
-    saves time later, so one that fails (another Triton version, say) is reported and skipped.
+    Never initialises the CUDA driver: a forked child of a process that did cannot use CUDA. With the
+    `cuda` backend this builds Triton's driver utilities (a C module) into the template's own, trusted
+    Triton cache and loads them; torch's CUDA check goes through NVML (PYTORCH_NVML_BASED_CUDA_CHECK).
     """
-    import torch._dynamo  # noqa: F401
+    import torch._dynamo  # noqa: F401 - the runtime monitor needs it; seconds to import
 
+    warnings: list[str] = []
     if backend != "cuda":
         enable_interpreter_autotune()
-        return
-
-    def triton_setup() -> None:
-        import triton
-        from triton.runtime.cache import triton_key
-
-        triton_key()
-        triton.runtime.driver.active.get_current_target()
-
-    def library_handles() -> None:
-        x = torch.randn(64, 64, device="cuda")
-        (x @ x).sum().item()
-        torch.nn.functional.conv2d(x.view(1, 1, 64, 64), x[:3, :3].reshape(1, 1, 3, 3)).sum().item()
-        torch.cuda.synchronize()
-
-    for step in (triton_setup, library_handles):
+        return warnings
+    steps = []
+    if warmup in ("all", "compiler", "driver"):
+        steps.append(_import_triton_compiler)
+    if warmup in ("all", "driver"):
+        steps.append(_load_triton_driver)
+    for step in steps:
         try:
             step()
-        except Exception as exc:  # noqa: BLE001 - an optimisation must never stop the child
-            print(f"warm-up step {step.__name__} skipped: {type(exc).__name__}: {exc}", file=sys.stderr)
+        except Exception as exc:  # noqa: BLE001 - an optimisation must never stop the template
+            warnings.append(f"template warm-up {step.__name__} skipped: {type(exc).__name__}: {exc}")
+    if torch.cuda.is_initialized():
+        warnings.append("CUDA got initialised in the template; children may fail to use the GPU")
+    return warnings
+
+
+def _import_triton_compiler() -> None:
+    import triton.compiler.compiler  # noqa: F401
+    from triton.runtime.cache import triton_key
+
+    import triton.backends.nvidia.compiler  # noqa: F401
+
+    triton_key()  # a hash of Triton's own sources, part of every kernel's cache key: ~0.1 s
+
+
+def _load_triton_driver() -> None:
+    import triton
+
+    triton.runtime.driver.active  # noqa: B018 - builds and loads the driver's C utilities (no CUDA init)
+
+
+def set_threads(threads: int) -> None:
+    torch.set_num_threads(max(1, threads))
+
+
+def init_cuda() -> None:
+    """Create this process's CUDA context and Triton's view of the device before the job arrives."""
+    import triton
+
+    torch.cuda.init()
+    torch.empty(1, device="cuda")
+    torch.cuda.synchronize()
+    triton.runtime.driver.active.get_current_target()
+
+
+def install_remote_build(request_build) -> bool:
+    """Route Triton's C-module builds (its per-signature kernel launchers) through `request_build`.
+
+    `request_build(name, source, library_dirs, include_dirs, libraries)` returns the path of a module the
+    trusted builder compiled from exactly that source (content-addressed, so no candidate can plant a
+    module another candidate will load), or None to build here. Returns whether Triton has the hook.
+    """
+    import shutil
+    import sysconfig
+
+    import triton
+
+    build = getattr(getattr(triton, "knobs", None), "build", None)
+    if build is None or not hasattr(build, "impl"):
+        return False
+
+    def impl(name, src, srcdir, library_dirs, include_dirs, libraries, *args, **kwargs):
+        built = request_build(name, Path(src).read_text(), list(library_dirs), list(include_dirs), list(libraries))
+        if built is None:
+            previous, build.impl = build.impl, None
+            try:
+                from triton.runtime.build import _build
+
+                return _build(name, src, srcdir, library_dirs, include_dirs, libraries, *args, **kwargs)
+            finally:
+                build.impl = previous
+        target = Path(srcdir) / f"{name}{sysconfig.get_config_var('EXT_SUFFIX')}"
+        shutil.copyfile(built, target)
+        return str(target)
+
+    build.impl = impl
+    return True
 
 
 def device_for(backend: str) -> torch.device:
@@ -89,6 +147,29 @@ def load_module(path: str | Path, name: str):
     sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
+
+
+DEFAULT_SET = "default"
+
+
+def load_problem_sets(reference_path: str | Path, input_sets: list[dict], seed: int) -> list[tuple[str, Any]]:
+    """The reference module once per input set: [("default", module), (name, module with the set's
+    get_inputs / get_init_inputs), ...]. Each is executed after the same seed, so module-level randomness
+    is the same in every process that loads it."""
+    source = Path(reference_path).read_text()
+    code = compile(source, str(reference_path), "exec")
+    loaded = []
+    for index, input_set in enumerate([None, *input_sets]):
+        name = DEFAULT_SET if input_set is None else input_set["name"]
+        module = types.ModuleType("tritonrl_reference" if index == 0 else f"tritonrl_reference_{index}")
+        module.__file__ = str(reference_path)
+        sys.modules[module.__name__] = module
+        seed_everything(seed)
+        exec(code, module.__dict__)  # noqa: S102 - the reference is trusted code
+        if input_set is not None:
+            exec(compile(input_set["source"], f"<input set {name}>", "exec"), module.__dict__)  # noqa: S102
+        loaded.append((name, module))
+    return loaded
 
 
 def seed_everything(seed: int) -> None:
@@ -155,22 +236,6 @@ def flatten_outputs(value: Any) -> list[torch.Tensor]:
     raise TypeError(f"forward returned a {type(value).__name__}; expected tensors")
 
 
-POISON_MIN_BYTES = 64 * 1024 * 1024
-
-
-def poison_free_memory(device: torch.device, inputs: list) -> None:
-    """Fill memory the caching allocator will hand out next with NaN, then release it.
-
-    An output buffer from `torch.empty` that no kernel writes then holds NaN (which never passes),
-    not whatever an earlier computation left there.
-    """
-    if device.type != "cuda":
-        return  # the CPU allocator returns large blocks to the OS; fresh pages read as zeros
-    size = max(POISON_MIN_BYTES, 2 * sum(t.numel() * t.element_size() for t in inputs if isinstance(t, torch.Tensor)))
-    poison = torch.full((size // 4,), float("nan"), dtype=torch.float32, device=device)
-    del poison
-
-
 def fingerprint(groups: list[list]) -> str:
     """A hash of every tensor's dtype, shape and a strided sample of its values (other values by repr)."""
     digest = hashlib.blake2b(digest_size=16)
@@ -188,8 +253,8 @@ def fingerprint(groups: list[list]) -> str:
     return digest.hexdigest()
 
 
-def outputs_path(outputs_dir: str | Path, trial: int) -> Path:
-    return Path(outputs_dir) / f"trial_{trial}.safetensors"
+def outputs_path(outputs_dir: str | Path, input_set: int, trial: int) -> Path:
+    return Path(outputs_dir) / f"set_{input_set}_trial_{trial}.safetensors"
 
 
 def save_outputs(tensors: list[torch.Tensor], path: Path) -> None:

@@ -1,8 +1,10 @@
-"""One isolated child process: own process group, scrubbed environment, private temp dir, bounded output.
+"""Handles on isolated child processes: own session and process group, scrubbed environment, private
+temp dir, bounded output, a memory watchdog, and freeze/thaw for exclusive GPU timing.
 
-The child is started ahead of need (it imports torch and Triton, then waits for its job on a pipe), is
-used for exactly one evaluation, and is then killed with its whole process group. Nothing it prints is
-interpreted: stdout/stderr are captured, bounded, and kept only for debugging.
+Children are forked from a template process (`zygote.py`) that has already imported torch and Triton,
+so a child costs a fork instead of an interpreter start and a torch import. Nothing a child prints is
+interpreted: stdout/stderr are captured, bounded, and kept only for debugging; messages travel on a
+dedicated pipe pair (`protocol.py`).
 """
 
 from __future__ import annotations
@@ -11,7 +13,6 @@ import dataclasses
 import os
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
 import threading
@@ -38,16 +39,17 @@ _INHERITED_ENV = (
 
 @dataclasses.dataclass(frozen=True)
 class ChildSpec:
-    role: str  # "candidate" or "reference"
+    """What a child is for and where it runs."""
+
+    role: str  # "candidate", "judge", "validator" or "builder"
     backend: str  # "cuda" or "interpreter"
     gpu: int | None = None
     work_root: Path | None = None
-    triton_cache_dir: Path | None = None
     output_limit_bytes: int = 64 * 1024
     cpu_threads: int = 1
 
 
-class _BoundedOutput:
+class BoundedOutput:
     """Keeps the head and tail of a stream and counts the rest; never grows without bound."""
 
     def __init__(self, limit: int):
@@ -55,24 +57,51 @@ class _BoundedOutput:
         self.head = bytearray()
         self.tail = bytearray()
         self.total = 0
+        self._lock = threading.Lock()
 
     def feed(self, chunk: bytes) -> None:
-        self.total += len(chunk)
-        room = self.limit // 2 - len(self.head)
-        if room > 0:
-            self.head.extend(chunk[:room])
-            chunk = chunk[room:]
-        if chunk:
-            self.tail.extend(chunk)
-            del self.tail[: max(0, len(self.tail) - self.limit // 2)]
+        with self._lock:
+            self.total += len(chunk)
+            room = self.limit // 2 - len(self.head)
+            if room > 0:
+                self.head.extend(chunk[:room])
+                chunk = chunk[room:]
+            if chunk:
+                self.tail.extend(chunk)
+                del self.tail[: max(0, len(self.tail) - self.limit // 2)]
 
     def text(self) -> str:
-        dropped = self.total - len(self.head) - len(self.tail)
-        middle = f"\n... [{dropped} bytes of output dropped] ...\n" if dropped > 0 else ""
-        return self.head.decode(errors="replace") + middle + self.tail.decode(errors="replace")
+        with self._lock:
+            dropped = self.total - len(self.head) - len(self.tail)
+            middle = f"\n... [{dropped} bytes of output dropped] ...\n" if dropped > 0 else ""
+            return self.head.decode(errors="replace") + middle + self.tail.decode(errors="replace")
 
 
-def _child_env(spec: ChildSpec, private_dir: Path) -> dict[str, str]:
+def drain_into(fd: int, sink: BoundedOutput) -> threading.Thread:
+    """A daemon thread that reads `fd` until EOF into `sink`, then closes it."""
+
+    def drain() -> None:
+        try:
+            while True:
+                chunk = os.read(fd, 65536)
+                if not chunk:
+                    return
+                sink.feed(chunk)
+        except OSError:
+            return
+        finally:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+    thread = threading.Thread(target=drain, daemon=True)
+    thread.start()
+    return thread
+
+
+def base_environment(backend: str, gpu: int | None, private_dir: Path, cpu_threads: int) -> dict[str, str]:
+    """The scrubbed environment of the template and of every child (an allow-list)."""
     env = {k: os.environ[k] for k in _INHERITED_ENV if k in os.environ}
     env.update(
         PATH=f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin",
@@ -84,78 +113,97 @@ def _child_env(spec: ChildSpec, private_dir: Path) -> dict[str, str]:
         PYTHONDONTWRITEBYTECODE="1",
         PYTHONHASHSEED="0",
         PYTHONUNBUFFERED="1",
-        OMP_NUM_THREADS=str(spec.cpu_threads),
-        MKL_NUM_THREADS=str(spec.cpu_threads),
-        CUDA_VISIBLE_DEVICES="" if spec.gpu is None else str(spec.gpu),
-        TRITON_CACHE_DIR=str(spec.triton_cache_dir or private_dir / "triton-cache"),
+        OMP_NUM_THREADS=str(cpu_threads),
+        MKL_NUM_THREADS=str(cpu_threads),
+        OPENBLAS_NUM_THREADS=str(cpu_threads),
+        # torch.cuda.is_available() through NVML: the template must never initialise the CUDA driver,
+        # or its forked children could not use CUDA.
+        PYTORCH_NVML_BASED_CUDA_CHECK="1",
+        CUDA_VISIBLE_DEVICES="" if gpu is None else str(gpu),
+        TRITON_CACHE_DIR=str(private_dir / "triton-cache"),
     )
-    if spec.backend == "interpreter":
+    if backend == "interpreter":
         env["TRITON_INTERPRET"] = "1"
     return env
 
 
-class ChildProcess:
-    """A started child. `receive()` reads its messages; `kill()` ends it and removes its files."""
+def read_rss_mb(pid: int) -> float:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        pass
+    return 0.0
 
-    def __init__(self, spec: ChildSpec):
-        self.spec = spec
-        self.private_dir = Path(tempfile.mkdtemp(prefix=f"tritonrl-{spec.role}-", dir=spec.work_root))
-        ctrl_read, self._ctrl_write = os.pipe()
-        self._report_read, report_write = os.pipe()
-        self.started_at = time.monotonic()
+
+def describe_returncode(code: int | None) -> str:
+    if code is None:
+        return "still running"
+    if code < 0:
         try:
-            self._popen = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "sandbox_service.worker.child_main",
-                    spec.role,
-                    spec.backend,
-                    str(ctrl_read),
-                    str(report_write),
-                ],
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                cwd=self.private_dir,
-                env=_child_env(spec, self.private_dir),
-                pass_fds=(ctrl_read, report_write),
-                start_new_session=True,  # own session and process group: killpg reaches everything it starts
-                close_fds=True,
-            )
-        finally:
-            os.close(ctrl_read)
-            os.close(report_write)
-        self.pid = self._popen.pid
-        self.receiver = protocol.Receiver(self._report_read)
-        self._output = _BoundedOutput(spec.output_limit_bytes)
-        self._reader = threading.Thread(target=self._drain, daemon=True)
-        self._reader.start()
+            return f"killed by signal {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exited with code {code}"
+
+
+class ExitWatch:
+    """The exit status of a process that is not our own child (the template reaps it and tells us)."""
+
+    def __init__(self):
+        self._code: int | None = None
+        self._done = threading.Event()
+
+    def set(self, code: int) -> None:
+        self._code = code
+        self._done.set()
+
+    def wait(self, timeout: float) -> int | None:
+        self._done.wait(timeout)
+        return self._code
+
+    @property
+    def code(self) -> int | None:
+        return self._code
+
+    @property
+    def exited(self) -> bool:
+        return self._done.is_set()
+
+
+class Child:
+    """A started child: `send`/`receive` on its channel, `kill()`, `close()` (kill + clean up).
+
+    Its process group id equals its pid (it calls setsid), so killpg reaches everything it starts.
+    """
+
+    def __init__(self, spec: ChildSpec, pid: int, ctrl_write: int, report_read: int, output: BoundedOutput,
+                 private_dir: Path, exit_watch: ExitWatch, on_close=None):
+        self.spec = spec
+        self.pid = pid
+        self.private_dir = private_dir
+        self.started_at = time.monotonic()
+        self._ctrl_write = ctrl_write
+        self._report_read = report_read
+        self.receiver = protocol.Receiver(report_read)
+        self._output = output
+        self._exit = exit_watch
+        self._on_close = on_close
         self.memory_exceeded = False
+        self.ready_after_s = 0.0
         self._watchdog_stop = threading.Event()
         self._killed = False
+        self._closed = False
+        self._lock = threading.Lock()
 
     # -- output and memory ---------------------------------------------------------------------
-    def _drain(self) -> None:
-        stream = self._popen.stdout
-        while True:
-            chunk = stream.read1(65536) if hasattr(stream, "read1") else stream.read(65536)
-            if not chunk:
-                return
-            self._output.feed(chunk)
-
     def output(self) -> str:
         return self._output.text()
 
     def rss_mb(self) -> float:
-        try:
-            with open(f"/proc/{self.pid}/status") as f:
-                for line in f:
-                    if line.startswith("VmRSS:"):
-                        return int(line.split()[1]) / 1024
-        except (FileNotFoundError, ProcessLookupError, PermissionError):
-            pass
-        return 0.0
+        return 0.0 if self._exit.exited else read_rss_mb(self.pid)
 
     def watch_memory(self, limit_mb: int, interval_s: float = 0.1) -> None:
         """Kill the child once its resident memory passes the limit (CUDA forbids an address-space rlimit)."""
@@ -176,48 +224,55 @@ class ChildProcess:
     def receive(self, timeout: float | None = None) -> dict:
         return self.receiver.receive(timeout)
 
-    @property
-    def report_fd(self) -> int:
-        return self._report_read
-
     def returncode(self) -> int | None:
-        return self._popen.poll()
+        return self._exit.code
 
-    def describe_exit(self) -> str:
-        code = self._popen.poll()
-        if code is None:
-            return "still running"
-        if code < 0:
-            try:
-                return f"killed by signal {signal.Signals(-code).name}"
-            except ValueError:
-                return f"killed by signal {-code}"
-        return f"exited with code {code}"
+    def describe_exit(self, wait_s: float = 2.0) -> str:
+        """How it ended; waits briefly for the status, which arrives just after the channel closes."""
+        return describe_returncode(self._exit.wait(wait_s))
 
-    # -- teardown ------------------------------------------------------------------------------
-    def kill(self) -> None:
-        if self._killed:
+    # -- signals -------------------------------------------------------------------------------
+    def _signal(self, signum: int) -> None:
+        if self._exit.exited:
             return
-        self._killed = True
+        for send in (os.killpg, os.kill):  # killpg first; kill covers the instant before the child's setsid
+            try:
+                send(self.pid, signum)
+            except (ProcessLookupError, PermissionError):
+                continue
+
+    def freeze(self) -> None:
+        """SIGSTOP the whole group: it can launch no GPU work while another evaluation is timed."""
+        self._signal(signal.SIGSTOP)
+
+    def thaw(self) -> None:
+        self._signal(signal.SIGCONT)
+
+    def kill(self) -> None:
+        with self._lock:
+            if self._killed:
+                return
+            self._killed = True
         self._watchdog_stop.set()
-        try:
-            os.killpg(self.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        try:
-            self._popen.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            pass
+        self._signal(signal.SIGKILL)
+        self._signal(signal.SIGCONT)  # a stopped process dies only once it runs again
+        self._exit.wait(10.0)
 
     def close(self) -> None:
-        """Kill, reap, close descriptors and delete the private directory."""
+        """Kill, close descriptors and delete the private directory."""
+        if self._closed:
+            return
+        self._closed = True
         self.kill()
-        self._reader.join(timeout=2)
         for fd in (self._ctrl_write, self._report_read):
             try:
                 os.close(fd)
             except OSError:
                 pass
-        if self._popen.stdout:
-            self._popen.stdout.close()
         shutil.rmtree(self.private_dir, ignore_errors=True)
+        if self._on_close is not None:
+            self._on_close(self)
+
+
+def make_private_dir(role: str, work_root: Path | None) -> Path:
+    return Path(tempfile.mkdtemp(prefix=f"tritonrl-{role}-", dir=work_root))

@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from sandbox_service.evaluation import Lane
+from sandbox_service.lane import Lane
 
 
 @pytest.fixture(scope="session")
 def cpu_lane():
     with tempfile.TemporaryDirectory(prefix="tritonrl-test-lane-") as root:
-        lane = Lane.create("interpreter", None, warm=1, work_root=Path(root), triton_cache=None)
+        lane = Lane.create("interpreter", None, warm=1, work_root=Path(root))
         yield lane
         lane.close()
 

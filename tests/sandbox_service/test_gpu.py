@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from sandbox_cases import CORRECT, FIXTURES, INCORRECT, REFERENCE
-from sandbox_service.evaluation import Lane, evaluate, run_isolated
+from sandbox_service.evaluation import evaluate, run_isolated
+from sandbox_service.lane import Lane
 from sandbox_service.options import EvalOptions
 from sandbox_service.results import Status
 
@@ -27,7 +28,7 @@ def gpu_fixture(name: str) -> str:
 @pytest.fixture(scope="module")
 def gpu_lane():
     with tempfile.TemporaryDirectory() as root:
-        lane = Lane.create("cuda", 0, warm=1, work_root=Path(root), triton_cache=Path(root) / "triton")
+        lane = Lane.create("cuda", 0, warm=1, work_root=Path(root))
         yield lane
         lane.close()
 

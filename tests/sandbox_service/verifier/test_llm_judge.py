@@ -479,9 +479,10 @@ def _evaluate_with_judge(judge: OpenAIChatJudge, tmp_path):
     from sandbox_cases import CORRECT as CORRECT_KERNEL
     from sandbox_cases import FAST
     from sandbox_cases import REFERENCE as SCALED_ADD
-    from sandbox_service.evaluation import Lane, evaluate
+    from sandbox_service.evaluation import evaluate
+    from sandbox_service.lane import Lane
 
-    lane = Lane.create("interpreter", None, warm=0, work_root=tmp_path, triton_cache=None, judge=judge)
+    lane = Lane.create("interpreter", None, warm=0, work_root=tmp_path, llm_judge=judge)
     try:
         return evaluate(SCALED_ADD, CORRECT_KERNEL, FAST, lane)
     finally:

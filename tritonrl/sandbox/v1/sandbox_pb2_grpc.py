@@ -49,6 +49,11 @@ class SandboxStub:
                 request_serializer=tritonrl_dot_sandbox_dot_v1_dot_sandbox__pb2.ServerInfoRequest.SerializeToString,
                 response_deserializer=tritonrl_dot_sandbox_dot_v1_dot_sandbox__pb2.ServerInfo.FromString,
                 _registered_method=True)
+        self.Validate = channel.unary_unary(
+                '/tritonrl.sandbox.v1.Sandbox/Validate',
+                request_serializer=tritonrl_dot_sandbox_dot_v1_dot_sandbox__pb2.ValidateRequest.SerializeToString,
+                response_deserializer=tritonrl_dot_sandbox_dot_v1_dot_sandbox__pb2.ValidateResponse.FromString,
+                _registered_method=True)
 
 
 class SandboxServicer:
@@ -78,6 +83,15 @@ class SandboxServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Validate(self, request, context):
+        """Validate a reference against itself (to admit a task): it builds, runs on several seeds, gives
+        finite, deterministic, non-degenerate outputs that follow its inputs, fits the memory limit, and
+        (on a GPU) takes at least min_ref_time_us. Runs in a fresh process: a bad reference costs only itself.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SandboxServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -95,6 +109,11 @@ def add_SandboxServicer_to_server(servicer, server):
                     servicer.GetServerInfo,
                     request_deserializer=tritonrl_dot_sandbox_dot_v1_dot_sandbox__pb2.ServerInfoRequest.FromString,
                     response_serializer=tritonrl_dot_sandbox_dot_v1_dot_sandbox__pb2.ServerInfo.SerializeToString,
+            ),
+            'Validate': grpc.unary_unary_rpc_method_handler(
+                    servicer.Validate,
+                    request_deserializer=tritonrl_dot_sandbox_dot_v1_dot_sandbox__pb2.ValidateRequest.FromString,
+                    response_serializer=tritonrl_dot_sandbox_dot_v1_dot_sandbox__pb2.ValidateResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -178,6 +197,33 @@ class Sandbox:
             '/tritonrl.sandbox.v1.Sandbox/GetServerInfo',
             tritonrl_dot_sandbox_dot_v1_dot_sandbox__pb2.ServerInfoRequest.SerializeToString,
             tritonrl_dot_sandbox_dot_v1_dot_sandbox__pb2.ServerInfo.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Validate(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tritonrl.sandbox.v1.Sandbox/Validate',
+            tritonrl_dot_sandbox_dot_v1_dot_sandbox__pb2.ValidateRequest.SerializeToString,
+            tritonrl_dot_sandbox_dot_v1_dot_sandbox__pb2.ValidateResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,151 @@
+"""A lane: where evaluations run (one GPU, or the CPU interpreter) and the processes that serve it.
+
+    template process (zygote) --fork--> candidate processes (one evaluation each, then killed)
+                              --fork--> validator processes (one reference each, then killed)
+                              --fork--> judges (long-lived, trusted code only: references, comparisons)
+                              --fork--> builder (long-lived, trusted: Triton's C launchers, CUDA only)
+
+Plus the lane's timing gate (timing has the GPU alone; every other untrusted process of the lane is
+frozen meanwhile), its GPU memory budget and the optional LLM judge.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import logging
+import threading
+from concurrent.futures import Future
+from pathlib import Path
+
+from sandbox_service.verifier.llm_judge import Judge as LLMJudge
+from sandbox_service.worker.pool import CandidatePool, Freezer, MemoryBudget, TimingGate
+from sandbox_service.worker.process import Child, ChildSpec
+from sandbox_service.worker.service import ServiceFailure, ServiceProcess
+from sandbox_service.worker.zygote import Zygote
+
+log = logging.getLogger(__name__)
+
+CANDIDATE, VALIDATOR, JUDGE, BUILDER = "candidate", "validator", "judge", "builder"
+CUDA_CHILD_THREADS = 4
+# CUDA IPC instead of a file for a trial's outputs from this size up (the copy through host memory and a
+# file costs about a second per GB; the IPC hand-over costs milliseconds).
+IPC_MIN_BYTES = 64 << 20
+CONTEXT_BYTES = 640 << 20
+JUDGE_MEMORY_LIMIT_MB = 96 * 1024
+BUILD_TIMEOUT_S = 120.0
+
+
+@dataclasses.dataclass(frozen=True)
+class LaneConfig:
+    backend: str  # "cuda" or "interpreter"
+    gpu: int | None
+    work_root: Path
+    warm: int = 2  # candidate processes kept forked and ready
+    judges: int = 1
+    gpu_memory_bytes: int = 0  # 0: no GPU memory budget (the interpreter)
+    llm_judge: LLMJudge | None = None
+
+
+class Lane:
+    def __init__(self, config: LaneConfig):
+        self.config = config
+        self.backend = config.backend
+        self.gpu = config.gpu
+        self.work_root = config.work_root
+        self.llm_judge = config.llm_judge
+        self.gate = TimingGate()
+        self.freezer = Freezer()
+        budget = config.gpu_memory_bytes - config.judges * CONTEXT_BYTES * 3 if config.gpu_memory_bytes else 1 << 62
+        self.memory = MemoryBudget(budget)
+        self.ipc_min_bytes: int | None = IPC_MIN_BYTES if config.backend == "cuda" else None
+        self.zygote = Zygote(config.backend, config.gpu, config.work_root).start()
+        threads = 1 if config.backend == "interpreter" else CUDA_CHILD_THREADS
+        self._candidate_spec = ChildSpec(CANDIDATE, config.backend, config.gpu, config.work_root, cpu_threads=threads)
+        self._trusted_builds = config.work_root / "trusted-builds"
+        self.judges = [
+            ServiceProcess(f"judge {i}", lambda: self.zygote.spawn(ChildSpec(JUDGE, config.backend, config.gpu,
+                                                                             config.work_root, cpu_threads=threads)),
+                           memory_limit_mb=JUDGE_MEMORY_LIMIT_MB)
+            for i in range(max(1, config.judges))
+        ]
+        self.builder = None
+        if config.backend == "cuda":
+            self.builder = ServiceProcess("builder", lambda: self.zygote.spawn(
+                ChildSpec(BUILDER, config.backend, config.gpu, config.work_root),
+                env_extra={"TRITONRL_TRUSTED_BUILDS": str(self._trusted_builds)}))
+        self._builds: dict[str, Future] = {}
+        self._builds_lock = threading.Lock()
+        self.candidates = CandidatePool(lambda: self.spawn(CANDIDATE), config.warm)
+
+    @classmethod
+    def create(cls, backend: str, gpu: int | None, warm: int, work_root: Path, llm_judge: LLMJudge | None = None,
+               judges: int | None = None) -> Lane:
+        """A lane with its GPU memory read from the device (CUDA) or no memory budget (interpreter)."""
+        memory = 0
+        if backend == "cuda":
+            import torch
+
+            memory = int(torch.cuda.get_device_properties(gpu or 0).total_memory * 0.9)
+        return cls(LaneConfig(backend, gpu, Path(work_root), warm=warm, judges=judges or (2 if backend == "cuda" else 1),
+                              gpu_memory_bytes=memory, llm_judge=llm_judge))
+
+    # -- processes -----------------------------------------------------------------------------
+    def spawn(self, role: str) -> Child:
+        """A fresh untrusted process (candidate or validator), frozen whenever another one is timed."""
+        spec = self._candidate_spec if role == CANDIDATE else dataclasses.replace(self._candidate_spec, role=role)
+        child = self.zygote.spawn(spec, on_close=self.freezer.unregister)
+        self.freezer.register(child)
+        return child
+
+    def judge_for(self, key: str) -> ServiceProcess:
+        """The judge that keeps this problem's cache: the same one for every candidate of a task."""
+        return self.judges[int(hashlib.sha256(key.encode()).hexdigest()[:8], 16) % len(self.judges)]
+
+    def build(self, request: dict) -> str | None:
+        """Path of a trusted build of the requested C module, or None (the candidate then builds it itself).
+
+        Identical requests arriving together share one compilation.
+        """
+        if self.builder is None:
+            return None
+        fields = {k: request.get(k) for k in ("name", "source", "library_dirs", "include_dirs", "libraries")}
+        key = hashlib.sha256(repr(sorted(fields.items())).encode()).hexdigest()
+        with self._builds_lock:
+            future = self._builds.get(key)
+            owner = future is None
+            if owner:
+                future = self._builds[key] = Future()
+        if not owner:
+            return future.result()
+        path = None
+        try:
+            with self.builder.lock:
+                answer = self.builder.request({"op": "build", **fields}, BUILD_TIMEOUT_S)
+            if answer.get("type") == "built":
+                path = answer["path"]
+            else:
+                log.warning("trusted build refused: %s", answer.get("error"))
+        except ServiceFailure as exc:
+            log.warning("trusted build failed: %s", exc)
+        finally:
+            future.set_result(path)
+            if path is None:
+                with self._builds_lock:
+                    self._builds.pop(key, None)
+        return path
+
+    def estimate_bytes(self, input_bytes: int, output_bytes: int) -> int:
+        """GPU memory one evaluation may hold at once: the candidate's context, pristine and working inputs,
+        outputs and temporaries, and the judge's inputs and expected outputs for the trial it compares."""
+        if self.backend != "cuda":
+            return 0
+        return CONTEXT_BYTES + 3 * input_bytes + 3 * output_bytes
+
+    def close(self) -> None:
+        self.candidates.close()
+        for judge in self.judges:
+            judge.close()
+        if self.builder is not None:
+            self.builder.close()
+        self.zygote.close()

@@ -1,0 +1,102 @@
+"""The builder: a long-lived, trusted process that compiles Triton's C modules for candidate processes.
+
+Triton (3.6 on the GPU image) compiles a small C launcher with gcc for every new kernel signature, and
+its driver utilities once per cache folder: about a second of CPU per fresh process, more than the
+kernel's own compilation. Candidate processes have private Triton caches (a candidate must never be
+able to plant a compiled artifact that another candidate will load), so without help each one would
+pay that again. Instead a candidate's Triton asks the server, which asks this process: it compiles the
+exact C source it is given, with its own include and library folders (never the candidate's), into a
+cache addressed by the hash of that source, and answers with the path. A candidate loads a module only
+if the source of its own request hashes to it, so the worst a hostile candidate can do is have an
+extra module compiled that nobody else will ever load. This process never loads what it compiles.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import os
+import shutil
+import sysconfig
+import tempfile
+from pathlib import Path
+
+from sandbox_service.worker import protocol
+
+MAX_SOURCE_BYTES = 1 << 20
+
+
+def _triton_build_config() -> dict[str, list[str]]:
+    """The folders and libraries Triton's NVIDIA driver builds with, as this trusted process sees them."""
+    from triton.backends.nvidia import driver
+
+    library_dirs = driver.library_dirs() if callable(driver.library_dirs) else list(driver.library_dirs)
+    include_dirs = getattr(driver, "include_dirs", None) or getattr(driver, "include_dir", [])
+    return {"library_dirs": list(library_dirs), "include_dirs": list(include_dirs), "libraries": list(driver.libraries)}
+
+
+def content_key(name: str, source: str, config: dict[str, list[str]]) -> str:
+    digest = hashlib.sha256()
+    for part in (name, source, repr(sorted(config.items()))):
+        digest.update(part.encode())
+        digest.update(b"\0")
+    return digest.hexdigest()
+
+
+class Builder:
+    def __init__(self, root: Path):
+        self.root = root
+        self.config = _triton_build_config()
+
+    def build(self, request: dict) -> dict:
+        name, source = str(request["name"]), str(request["source"])
+        if not name.replace("_", "").isalnum() or len(source) > MAX_SOURCE_BYTES:
+            return {"type": "refused", "error": "bad module name or source too large"}
+        wanted = {k: list(request.get(k) or []) for k in ("library_dirs", "include_dirs", "libraries")}
+        if wanted != self.config:
+            return {"type": "refused", "error": "build folders differ from the trusted builder's"}
+        key = content_key(name, source, self.config)
+        suffix = sysconfig.get_config_var("EXT_SUFFIX")
+        target = self.root / key / f"{name}{suffix}"
+        if not target.exists():
+            self._compile(name, source, target)
+        return {"type": "built", "path": str(target), "key": key}
+
+    def _compile(self, name: str, source: str, target: Path) -> None:
+        from triton.runtime import build as triton_build
+
+        with tempfile.TemporaryDirectory(dir=self.root) as scratch:
+            src = Path(scratch) / "main.c"
+            src.write_text(source)
+            parameters = inspect.signature(triton_build._build).parameters
+            extra = {"ccflags": []} if "ccflags" in parameters else {}
+            so = triton_build._build(name, str(src), scratch, self.config["library_dirs"], self.config["include_dirs"],
+                                     self.config["libraries"], **extra)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            partial = target.with_suffix(".partial")
+            shutil.copyfile(so, partial)
+            os.replace(partial, target)
+
+
+def serve(control: protocol.Receiver, report_fd: int) -> int:
+    root = Path(os.environ["TRITONRL_TRUSTED_BUILDS"])
+    root.mkdir(parents=True, exist_ok=True)
+    unavailable = ""
+    try:
+        builder = Builder(root)
+    except Exception as exc:  # noqa: BLE001 - without a builder, candidates build for themselves
+        builder, unavailable = None, f"no builder: {type(exc).__name__}: {exc}"
+    while True:
+        try:
+            request = control.receive()
+        except protocol.ChannelClosed:
+            return 0
+        if builder is None:
+            answer = {"type": "refused", "error": unavailable}
+        else:
+            try:
+                answer = builder.build(request)
+            except Exception as exc:  # noqa: BLE001 - a failed build is the requester's problem
+                answer = {"type": "failed", "error": f"{type(exc).__name__}: {exc}"[:2000]}
+        answer["id"] = request.get("id")
+        protocol.send(report_fd, answer)

@@ -1,0 +1,231 @@
+"""The judge: a long-lived process per lane that runs only trusted code (the references) and compares.
+
+It keeps problems loaded and caches, per (reference and input sets, seed, trials), the reference's input
+and output fingerprints and, within a memory budget, its expected outputs; the reference's timings are
+cached per method. A group of candidates for one task therefore computes and times the reference once.
+Large expected outputs are not kept: each trial is recomputed when the candidate's outputs for it arrive,
+so no more than one trial of a large problem is in memory at a time.
+
+Candidate code never runs here. The judge reads candidate outputs (a file, or CUDA IPC handles while the
+candidate is frozen) and compares them; the server decides the verdict. If the judge dies it is started
+again with empty caches: nothing it computed before is trusted after a restart.
+
+Requests (JSON, with an `id` echoed in the answer): prepare, compare, time, stats.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import time
+from typing import Any
+
+import torch
+
+from sandbox_service import correctness
+from sandbox_service.options import DEFAULT_TOLERANCE
+from sandbox_service.worker import handover, harness, protocol
+
+CACHE_BYTES = {"cuda": 4 << 30, "interpreter": 1 << 30}
+MAX_PROBLEMS = 64
+RESERVED_LIMIT_BYTES = 2 << 30
+
+
+class ReferenceFailure(Exception):
+    """The reference raised, produced non-finite outputs, or otherwise cannot be judged against."""
+
+
+@dataclasses.dataclass
+class Problem:
+    key: str
+    sets: list[tuple[str, Any]]
+    seeds: list[int]
+    seed: int
+    models: list[torch.nn.Module]
+    tolerance_table: dict[str, tuple[float, float]]
+    degenerate_rel_l2: float
+    input_fingerprints: list[list[str]]
+    output_fingerprints: list[list[str]]
+    degenerate: list[list[bool]]
+    expected: dict[tuple[int, int], list[torch.Tensor]]
+    input_bytes: int = 0
+    output_bytes: int = 0
+    cached_bytes: int = 0
+    timings: dict[tuple, dict] = dataclasses.field(default_factory=dict)
+
+    def tolerances(self, dtype: str) -> tuple[float, float]:
+        return self.tolerance_table.get(dtype, DEFAULT_TOLERANCE)
+
+
+class Judge:
+    def __init__(self, backend: str):
+        self.backend = backend
+        self.device = harness.device_for(backend)
+        self.problems: collections.OrderedDict[str, Problem] = collections.OrderedDict()
+        self.budget = CACHE_BYTES.get(backend, 1 << 30)
+        self.counts = collections.Counter()
+
+    # -- prepare -------------------------------------------------------------------------------
+    def prepare(self, request: dict) -> dict:
+        key = request["key"]
+        problem = self.problems.get(key)
+        if problem is None:
+            self.counts["prepare_miss"] += 1
+            problem = self._load(request)
+            self.problems[key] = problem
+            self._evict()
+        else:
+            self.counts["prepare_hit"] += 1
+        self.problems.move_to_end(key)
+        return {
+            "type": "prepared",
+            "input_fingerprints": problem.input_fingerprints,
+            "output_fingerprints": problem.output_fingerprints,
+            "degenerate": [any(flags) for flags in problem.degenerate],
+            "set_names": [name for name, _ in problem.sets],
+            "input_bytes": problem.input_bytes,
+            "output_bytes": problem.output_bytes,
+            "device": harness.device_name(self.backend),
+        }
+
+    def _load(self, request: dict) -> Problem:
+        seed, trials = int(request["seed"]), int(request["trials"])
+        try:
+            sets = harness.load_problem_sets(request["reference_path"], request["input_sets"], seed)
+            models = []
+            for _, module in sets:
+                init = harness.init_inputs(module, seed, self.device)
+                models.append(harness.build_model(module, "Model", init, seed, self.device).eval())
+        except BaseException as exc:  # noqa: BLE001 - a broken reference is reported, never fatal here
+            raise ReferenceFailure(harness.format_exception(exc)) from None
+        problem = Problem(
+            key=request["key"], sets=sets, seeds=harness.trial_seeds(seed, trials), seed=seed, models=models,
+            tolerance_table={k: tuple(v) for k, v in request["tolerances"].items()},
+            degenerate_rel_l2=float(request["degenerate_rel_l2"]), input_fingerprints=[], output_fingerprints=[],
+            degenerate=[], expected={},
+        )
+        keep = True
+        for set_index in range(len(sets)):
+            problem.input_fingerprints.append([])
+            problem.output_fingerprints.append([])
+            flags: list[bool] | None = None
+            for trial in range(trials):
+                inputs, outputs = self._run(problem, set_index, trial)
+                problem.input_fingerprints[-1].append(harness.fingerprint([inputs]))
+                problem.output_fingerprints[-1].append(harness.fingerprint([outputs]))
+                problem.input_bytes = max(problem.input_bytes, handover.total_bytes(
+                    [t for t in inputs if isinstance(t, torch.Tensor)]))
+                size = handover.total_bytes(outputs)
+                problem.output_bytes = max(problem.output_bytes, size)
+                trial_flags = [correctness.constant_would_pass(t, *problem.tolerances(correctness.dtype_name(t.dtype)))
+                               for t in outputs]
+                flags = trial_flags if flags is None else [a and b for a, b in zip(flags, trial_flags)]
+                keep = keep and problem.cached_bytes + size <= self.budget // 4
+                if keep:
+                    problem.expected[(set_index, trial)] = outputs
+                    problem.cached_bytes += size
+                del inputs
+            problem.degenerate.append(flags or [])
+        return problem
+
+    def _run(self, problem: Problem, set_index: int, trial: int) -> tuple[list, list[torch.Tensor]]:
+        module = problem.sets[set_index][1]
+        try:
+            inputs = harness.trial_inputs(module, problem.seeds[trial], self.device)
+            with torch.no_grad():
+                outputs = [t.detach() for t in harness.flatten_outputs(problem.models[set_index](*inputs))]
+            harness.synchronize(self.device)
+        except BaseException as exc:  # noqa: BLE001
+            raise ReferenceFailure(harness.format_exception(exc)) from None
+        if any((t.is_floating_point() or t.is_complex()) and not bool(torch.isfinite(t).all()) for t in outputs):
+            raise ReferenceFailure("the reference produced NaN or Inf outputs")
+        return inputs, outputs
+
+    def _evict(self) -> None:
+        while len(self.problems) > MAX_PROBLEMS or (
+            len(self.problems) > 1 and sum(p.cached_bytes for p in self.problems.values()) > self.budget
+        ):
+            self.problems.popitem(last=False)
+
+    # -- compare -------------------------------------------------------------------------------
+    def compare(self, request: dict) -> dict:
+        problem = self.problems.get(request["key"])
+        if problem is None:
+            return {"type": "unknown_problem"}
+        set_index, trial = int(request["set"]), int(request["trial"])
+        want = problem.expected.get((set_index, trial))
+        if want is None:
+            self.counts["recompute"] += 1
+            _, want = self._run(problem, set_index, trial)
+        try:
+            got = handover.import_outputs(request["handover"], self.device)
+        except Exception as exc:  # noqa: BLE001 - unreadable outputs are the candidate's failure
+            kind = request["handover"].get("kind") if isinstance(request.get("handover"), dict) else None
+            if kind == handover.IPC:
+                return {"type": "ipc_failed", "error": f"{type(exc).__name__}: {exc}"}
+            return {"type": "compared", "passed": False, "max_abs_error": None,
+                    "message": f"outputs unreadable: {exc}", "fingerprint": None}
+        result = correctness.compare_trial(want, got, problem.tolerances, problem.degenerate[set_index],
+                                           problem.degenerate_rel_l2)
+        received = harness.fingerprint([got])
+        del got, want
+        if self.device.type == "cuda" and request["handover"].get("kind") == handover.IPC:
+            torch.cuda.ipc_collect()
+        return {"type": "compared", **result.__dict__, "fingerprint": received}
+
+    # -- timing --------------------------------------------------------------------------------
+    def time_reference(self, request: dict) -> dict:
+        from sandbox_service import timing
+
+        problem = self.problems.get(request["key"])
+        if problem is None:
+            return {"type": "unknown_problem"}
+        cache_key = (request["method"], int(request["warmup"]), int(request["runs"]))
+        if cache_key not in problem.timings:
+            self.counts["time_miss"] += 1
+            inputs = harness.trial_inputs(problem.sets[0][1], problem.seeds[0], self.device)
+            model = problem.models[0]
+            try:
+                stats = timing.time_cuda(lambda: model(*inputs), warmup=cache_key[1], runs=cache_key[2],
+                                         method=cache_key[0])
+            except BaseException as exc:  # noqa: BLE001
+                raise ReferenceFailure(harness.format_exception(exc)) from None
+            problem.timings[cache_key] = stats.__dict__
+            del inputs
+        else:
+            self.counts["time_hit"] += 1
+        return {"type": "timed", "stats": problem.timings[cache_key]}
+
+    def tidy(self) -> None:
+        """Give cached GPU memory back between requests: candidates need it more than our allocator."""
+        if self.device.type == "cuda" and torch.cuda.memory_reserved() > RESERVED_LIMIT_BYTES:
+            torch.cuda.empty_cache()
+
+
+def serve(backend: str, control: protocol.Receiver, report_fd: int) -> int:
+    judge = Judge(backend)
+    handlers = {"prepare": judge.prepare, "compare": judge.compare, "time": judge.time_reference}
+    while True:
+        try:
+            request = control.receive()
+        except protocol.ChannelClosed:
+            return 0
+        started = time.monotonic()
+        op = request.get("op")
+        try:
+            if op == "stats":
+                answer = {"type": "stats", "counts": dict(judge.counts), "problems": len(judge.problems)}
+            elif op in handlers:
+                answer = handlers[op](request)
+            else:
+                answer = {"type": "error", "kind": "protocol", "error": f"unknown op {op!r}"}
+        except ReferenceFailure as exc:
+            judge.problems.pop(request.get("key"), None)
+            answer = {"type": "error", "kind": "reference", "error": str(exc)}
+        except torch.cuda.OutOfMemoryError as exc:
+            judge.problems.pop(request.get("key"), None)
+            answer = {"type": "error", "kind": "memory", "error": f"out of GPU memory in the judge: {exc}"}
+        judge.tidy()
+        answer["id"] = request.get("id")
+        answer["duration_s"] = round(time.monotonic() - started, 6)
+        protocol.send(report_fd, answer)

@@ -1,0 +1,139 @@
+"""The validator child: a reference checked against itself, in a fresh process that may die.
+
+For the reference's own inputs and each input set: the model builds, runs on several seeds, gives
+finite outputs, gives the same outputs when built and run again from the same seed (deterministic),
+gives different outputs for different inputs (it does not ignore them), and is not degenerate (a
+constant or zeros would not pass the tolerance). Its peak memory is measured, and on the GPU its time,
+while the server holds the GPU for it alone. A reference that raises, hangs or blows its memory costs
+only this process.
+
+Messages: set_report per input set, then (timed) ready_to_time -> on "time": timing; finally done.
+"""
+
+from __future__ import annotations
+
+import resource
+from collections.abc import Callable
+
+import torch
+
+from sandbox_service import correctness
+from sandbox_service.options import DEFAULT_TOLERANCE
+from sandbox_service.worker import handover, harness
+from sandbox_service.worker.protocol import Receiver
+
+Emit = Callable[..., None]
+
+
+def _close(a: list[torch.Tensor], b: list[torch.Tensor], tolerances) -> bool:
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b):
+        if x.shape != y.shape or x.dtype != y.dtype:
+            return False
+        atol, rtol = tolerances(correctness.dtype_name(x.dtype))
+        if not correctness.within(x, y, atol, rtol):
+            return False
+    return True
+
+
+def _check_set(module, job: dict, device: torch.device, tolerances) -> tuple[dict, torch.nn.Module | None]:
+    report = {"ok": False, "reason": "", "deterministic": False, "varies_with_seed": False, "degenerate": False,
+              "finite": False, "output_shapes": [], "output_dtypes": [], "input_bytes": 0, "output_bytes": 0,
+              "peak_memory_mb": 0.0}
+    seed = int(job["seed"])
+    seeds = harness.trial_seeds(seed, max(2, int(job["seeds"])))
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+    try:
+        init = harness.init_inputs(module, seed, device)
+        model = harness.build_model(module, "Model", init, seed, device).eval()
+        first, second, constant = None, None, None
+        for index, trial_seed in enumerate(seeds):
+            inputs = harness.trial_inputs(module, trial_seed, device)
+            with torch.no_grad():
+                outputs = [t.detach() for t in harness.flatten_outputs(model(*inputs))]
+            harness.synchronize(device)
+            report["input_bytes"] = max(report["input_bytes"],
+                                        handover.total_bytes([t for t in inputs if isinstance(t, torch.Tensor)]))
+            report["output_bytes"] = max(report["output_bytes"], handover.total_bytes(outputs))
+            if any((t.is_floating_point() or t.is_complex()) and not bool(torch.isfinite(t).all()) for t in outputs):
+                report["reason"] = f"non-finite outputs (NaN or Inf) for seed {trial_seed}"
+                return report, None
+            flags = [correctness.constant_would_pass(t, *tolerances(correctness.dtype_name(t.dtype))) for t in outputs]
+            constant = flags if constant is None else [a and b for a, b in zip(constant, flags)]
+            if index == 0:
+                first = outputs
+                report["output_shapes"] = [list(t.shape) for t in outputs]
+                report["output_dtypes"] = [correctness.dtype_name(t.dtype) for t in outputs]
+            elif index == 1:
+                second = outputs
+            del inputs
+        report["finite"] = True
+        again_model = harness.build_model(module, "Model", harness.init_inputs(module, seed, device), seed, device).eval()
+        with torch.no_grad():
+            again = [t.detach() for t in harness.flatten_outputs(again_model(*harness.trial_inputs(module, seeds[0], device)))]
+        harness.synchronize(device)
+        del again_model
+        report["deterministic"] = _close(first, again, tolerances)
+        report["varies_with_seed"] = not _close(first, second, tolerances)
+        report["degenerate"] = any(constant or [])
+    except torch.cuda.OutOfMemoryError as exc:
+        report["reason"] = f"out of GPU memory: {str(exc).splitlines()[0][:300]}"
+        return report, None
+    except BaseException as exc:  # noqa: BLE001 - the reference's failure is the report
+        report["reason"] = "raises: " + harness.format_exception(exc).strip().splitlines()[-1][:500]
+        return report, None
+    finally:
+        report["peak_memory_mb"] = _peak_memory_mb(device)
+    if not report["deterministic"]:
+        report["reason"] = "not deterministic: the same seed gave different outputs"
+    elif not report["varies_with_seed"]:
+        report["reason"] = "the outputs do not change with the inputs"
+    elif report["degenerate"]:
+        report["reason"] = "degenerate outputs: a constant would pass the tolerance"
+    else:
+        report["ok"] = True
+    return report, model
+
+
+def _peak_memory_mb(device: torch.device) -> float:
+    if device.type == "cuda":
+        return round(torch.cuda.max_memory_allocated() / 2**20, 1)
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+
+
+def run(job: dict, emit: Emit, control: Receiver) -> None:
+    device = harness.device_for(job["backend"])
+    table = {k: tuple(v) for k, v in job["tolerances"].items()}
+
+    def tolerances(dtype: str) -> tuple[float, float]:
+        return table.get(dtype, DEFAULT_TOLERANCE)
+
+    try:
+        sets = harness.load_problem_sets(job["reference_path"], job["input_sets"], int(job["seed"]))
+    except BaseException as exc:  # noqa: BLE001
+        emit("load_error", error=harness.format_exception(exc))
+        return
+    timed_model = None
+    for index, (name, module) in enumerate(sets):
+        report, model = _check_set(module, job, device, tolerances)
+        emit("set_report", name=name, report=report)
+        if index == 0 and report["ok"]:
+            timed_model = model
+        else:
+            del model
+    if job["time"] and timed_model is not None and device.type == "cuda":
+        from sandbox_service import timing
+
+        emit("ready_to_time")
+        if control.receive().get("type") == "time":
+            seed = int(job["seed"])
+            inputs = harness.trial_inputs(sets[0][1], harness.trial_seeds(seed, 1)[0], device)
+            try:
+                stats = timing.time_cuda(lambda: timed_model(*inputs), warmup=job["warmup_runs"],
+                                         runs=job["timing_runs"], method=timing.CUDA_EVENTS)
+                emit("timing", stats=stats.__dict__)
+            except BaseException as exc:  # noqa: BLE001
+                emit("timing_error", error=harness.format_exception(exc))
+    emit("done", device=harness.device_name(job["backend"]))

@@ -1,0 +1,135 @@
+"""The template process (fork server): `python -m sandbox_service.worker.zygote_main BACKEND SOCKET_FD`.
+
+It imports torch, Triton and the sandbox's child code once, pays the first-use costs that are safe
+before a fork (never the CUDA driver: a process that initialised CUDA cannot give it to a forked
+child), and then forks one fresh child per request. Requests arrive on a SOCK_SEQPACKET socket with
+the child's three descriptors attached (control pipe, report pipe, output pipe); the template answers
+with the child's pid and later reports each child's exit status, since only it can reap them.
+
+The template stays single-threaded: forking a process with other threads can leave locks held forever
+in the child. It runs no untrusted code and keeps no state a child could change.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import select
+import signal
+import socket
+import sys
+
+MAX_REQUEST_BYTES = 1 << 20
+_PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent() -> None:
+    """Ask the kernel to SIGKILL this process when its parent exits (Linux; a no-op elsewhere)."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
+def _send(sock: socket.socket, message: dict) -> None:
+    try:
+        sock.send(json.dumps(message).encode())
+    except OSError:
+        pass  # the server is gone; the loop notices on its next read
+
+
+def _reap(sock: socket.socket) -> None:
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        _send(sock, {"type": "exit", "pid": pid, "returncode": os.waitstatus_to_exitcode(status)})
+
+
+def _close_other_descriptors(keep: set[int]) -> None:
+    highest = max(keep)
+    previous = -1
+    for fd in sorted(keep):
+        if fd - previous > 1:
+            os.closerange(previous + 1, fd)
+        previous = fd
+    os.closerange(highest + 1, 65536)
+
+
+def _become_child(request: dict, fds: list[int]) -> int:
+    """Runs in the forked child: detach, rewire descriptors, take the child's environment, serve."""
+    ctrl_fd, report_fd, output_fd = fds
+    os.setsid()
+    die_with_parent()
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.dup2(output_fd, 1)
+    os.dup2(output_fd, 2)
+    _close_other_descriptors({0, 1, 2, ctrl_fd, report_fd})
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGPIPE):
+        signal.signal(signum, signal.SIG_DFL)
+    os.chdir(request["cwd"])
+    os.environ.clear()
+    os.environ.update(request["env"])
+    from sandbox_service.worker import child_main
+
+    return child_main.serve(request["role"], request["backend"], ctrl_fd, report_fd, int(request["threads"]))
+
+
+def main(argv: list[str]) -> int:
+    backend, sock_fd = argv[1], int(argv[2])
+    die_with_parent()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the server decides when we stop (it closes the socket)
+    sock = socket.socket(fileno=sock_fd)
+    from sandbox_service.worker import child_main
+
+    warnings = child_main.prepare_template(backend)
+    _send(sock, {"type": "ready", "pid": os.getpid(), "warnings": warnings})
+    while True:
+        _reap(sock)
+        readable, _, _ = select.select([sock], [], [], 0.05)
+        if not readable:
+            continue
+        try:
+            data, fds, _, _ = socket.recv_fds(sock, MAX_REQUEST_BYTES, 4)
+        except OSError:
+            return 0
+        if not data:
+            return 0  # the server closed its end
+        request = json.loads(data)
+        if len(fds) != 3:
+            for fd in fds:
+                os.close(fd)
+            _send(sock, {"type": "spawn_failed", "id": request.get("id"), "error": f"expected 3 descriptors, got {len(fds)}"})
+            continue
+        sys.stdout.flush()
+        sys.stderr.flush()
+        try:
+            pid = os.fork()
+        except OSError as exc:
+            for fd in fds:
+                os.close(fd)
+            _send(sock, {"type": "spawn_failed", "id": request["id"], "error": f"fork failed: {exc}"})
+            continue
+        if pid == 0:
+            code = 70
+            try:
+                sock.close()
+                code = _become_child(request, fds)
+            except BaseException:  # noqa: BLE001 - a child must never return into the template's loop
+                import traceback
+
+                traceback.print_exc()
+            finally:
+                os._exit(code)
+        for fd in fds:
+            os.close(fd)
+        _send(sock, {"type": "spawned", "id": request["id"], "pid": pid})
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
