@@ -521,8 +521,8 @@ class DataSection(Section):
     the generator. sft_pairs / rl_tasks: the targets; shard after shard of chunk_size tasks is built
     until both are met or max_tasks tasks were generated (0: 4 x the larger target). heldout_families /
     val_families: the families of those splits (None: the engine's default); SFT pairs come from the
-    train split only. validate_seeds: seeds each reference runs with (it must be deterministic and not
-    degenerate); min_ref_time_us: references faster than this are dropped (GPU only; 0: keep all).
+    train split only. validate_seeds: seeds each reference runs with, 2 to 20 (it must be deterministic,
+    change with its inputs and not be degenerate); min_ref_time_us: references faster than this are dropped (GPU only; 0: keep all).
     inductor: on a GPU, ask TorchInductor for a module where a family has no template or its template
     failed. tokenizer: counts tokens (a bundled model's name or a tokenizer folder); pairs longer than
     max_tokens (prompt + completion) are left out. kernelbench: the benchmark decontaminated against
@@ -550,7 +550,7 @@ class DataSection(Section):
 
     def _problems(self) -> list[str]:
         problems = self._at_least(0, "sft_pairs", "rl_tasks", "max_tasks", "min_ref_time_us", "infra_retries")
-        problems += self._at_least(1, "chunk_size", "max_tokens", "validate_seeds")
+        problems += self._at_least(1, "chunk_size", "max_tokens") + self._in_range("validate_seeds", 2, 20)
         if self.sft_pairs == 0 and self.rl_tasks == 0:
             problems.append("sft_pairs and rl_tasks are both 0: nothing to build")
         for name in ("families", "heldout_families", "val_families"):

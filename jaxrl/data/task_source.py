@@ -23,8 +23,7 @@ from typing import Any
 from jaxrl.data.engine.api import SPLITS, Engine, default_engine
 from jaxrl.data.jsonl import read_objects
 from jaxrl.data.kernelbench import REPO_ROOT, Problem, load_problems
-from sandbox_service.options import EvalOptions, InputSet
-from sandbox_service.results import EvalResult
+from sandbox_service.options import InputSet
 
 KERNELBENCH = "kernelbench"
 GENERATED = "generated"
@@ -129,10 +128,11 @@ def kernelbench_tasks(problems: list[Problem]) -> list[TaskSpec]:
 
 
 def generated_tasks(engine: Engine, seed: int, count: int, scale: str) -> list[TaskSpec]:
-    """`count` tasks from the engine's generator, each with the split the engine assigns it."""
+    """`count` tasks from the engine's generator, each with the split the engine assigns it by default."""
+    split_of = engine.default_split()
     return [
-        TaskSpec(t.task_id, t.code, tuple(t.input_sets), name=t.family, family=t.family,
-                 split=engine.assign_split(t), difficulty=t.difficulty)
+        TaskSpec(t.task_id, t.code, tuple(t.input_sets), name=t.family, family=t.family, split=split_of(t),
+                 difficulty=t.difficulty)
         for t in engine.generate_tasks(seed, count, scale)
     ]
 
@@ -169,11 +169,3 @@ def _task_from_row(row: dict[str, Any], where: str) -> TaskSpec:
     return TaskSpec(row["task_id"], row["code"], input_sets, name=family or row["task_id"], family=family,
                     split=split, difficulty=row.get("difficulty"))
 
-
-def evaluate_with_inputs(client: Any, reference: str, candidate: str, options: EvalOptions | None,
-                         input_sets: tuple[InputSet, ...] = (), **kwargs: Any) -> EvalResult:
-    """`client.evaluate` with a task's input sets. Tasks without any (KernelBench) call it exactly as
-    before: this checkout's SandboxClient does not take input sets yet."""
-    if input_sets:
-        kwargs["input_sets"] = tuple(input_sets)
-    return client.evaluate(reference, candidate, options, **kwargs)

@@ -33,7 +33,7 @@ from tqdm import tqdm
 
 from jaxrl.config import Config, SandboxSection, dump_config
 from jaxrl.data import build_messages
-from jaxrl.data.task_source import TaskSelection, TaskSpec, evaluate_with_inputs, load_tasks
+from jaxrl.data.task_source import TaskSelection, TaskSpec, load_tasks
 from jaxrl.evaluation.metrics import Metrics, compute_metrics
 from jaxrl.evaluation.report import per_problem_summary, write_report
 from jaxrl.evaluation.run_dir import create_run_dir
@@ -234,8 +234,8 @@ class _Evaluator:
             violation = Violation("format", "empty-completion", "the completion is empty")
             return EvalResult(Status.FORMAT_ERROR, violations=[violation])
         try:
-            return evaluate_with_inputs(self._client, problem.code, completion.text, self._options, problem.input_sets,
-                                        request_id=problem.key)
+            return self._client.evaluate(problem.code, completion.text, self._options, input_sets=problem.input_sets,
+                                         request_id=problem.key)
         except Exception as exc:  # noqa: BLE001 - one bad request must not end the run; it is scored as infra
             return EvalResult(Status.INFRA_ERROR, error=f"sandbox request failed: {type(exc).__name__}: {exc}")
 

@@ -44,7 +44,6 @@ from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 from tqdm import tqdm
 
-from jaxrl.data.task_source import evaluate_with_inputs
 from jaxrl.sampling.api import Completion, SamplingParams
 from jaxrl.training.advantages import AdvantageConfig
 from jaxrl.training.checkpointing import Checkpointer
@@ -119,7 +118,7 @@ class SandboxScorer:
         if not completion.text.strip():
             return EvalResult(Status.FORMAT_ERROR, violations=[Violation("format", "empty-completion", "empty")])
         try:
-            return evaluate_with_inputs(self.client, task.reference, completion.text, self.options, task.input_sets,
+            return self.client.evaluate(task.reference, completion.text, self.options, input_sets=task.input_sets,
                                         request_id=task.key)
         except Exception as exc:  # noqa: BLE001 - one failed request is an infra failure, not the run's end
             return EvalResult(Status.INFRA_ERROR, error=f"sandbox request failed: {type(exc).__name__}: {exc}")

@@ -11,8 +11,9 @@ and `rl_tasks` tasks in task order over those shards: `sft.jsonl`, `rl_tasks.jso
 `summary.json` (the only file with timings), written together and atomically.
 
 Nothing in the outputs depends on timing or on the order in which sandbox calls finish, so a build that
-was interrupted and rerun writes the same bytes as one that was not (the reference times of a GPU
-validation are measurements, and vary from run to run as measurements do).
+was interrupted and rerun writes the same bytes as one that was not. Two separate builds differ only in
+the validation measurements of rl_tasks.jsonl (peak memory, and the reference time on a GPU), which vary
+from run to run as measurements do.
 """
 
 from __future__ import annotations
@@ -29,21 +30,21 @@ from typing import Any
 from tqdm import tqdm
 
 from jaxrl.config.schema import Config, DataSection
-from jaxrl.data.engine.api import Engine, check_families
+from jaxrl.data.engine.api import Engine, SplitFn, check_families
 from jaxrl.data.engine.card import CardHeader, render_card, terminal_summary
 from jaxrl.data.engine.kernelbench_corpus import Corpus, Decontamination
 from jaxrl.data.engine.outcomes import (
     DECONTAMINATE, DUPLICATE, INDUCTOR, VALIDATE, Drop, PairAttempt, TaskOutcome,
 )
 from jaxrl.data.engine.rows import answer_text, inductor_solution, pair_tokens, prompt_messages, rl_row, sft_row
-from jaxrl.data.engine.sandbox_api import BuildClient, ValidateOptions, status_name
-from jaxrl.data.engine.shards import ShardStore, shard_seed
+from jaxrl.data.engine.sandbox_api import BuildClient, status_name
+from jaxrl.data.engine.shards import ShardStore, shard_families, shard_seed
 from jaxrl.data.engine.stages import Retries, StageRunner
 from jaxrl.data.engine.stats import BuildStats, compute_stats
 from jaxrl.data.engine.tasks import GeneratedTask, TeacherSolution
 from jaxrl.data.engine.tokens import TokenCounter
 from jaxrl.data.engine.writing import commit, json_text, jsonl_text
-from sandbox_service.options import CandidateFormat, EvalOptions, Policy
+from sandbox_service.options import CandidateFormat, EvalOptions, Policy, ValidateOptions
 from sandbox_service.results import EvalResult
 
 log = logging.getLogger(__name__)
@@ -86,6 +87,10 @@ class BuildSettings:
         return EvalOptions(trials=self.trials, time=False, timeout_s=self.timeout_s, policy=Policy.STRICT,
                            candidate_format=CandidateFormat.COMPLETION)
 
+    def family_order(self, engine: Engine) -> list[str]:
+        """The families shards draw from, in round-robin order: data.families, else all of the engine's."""
+        return list(self.data.families) if self.data.families is not None else engine.family_names()
+
     def fingerprint(self, engine: Engine, corpus: Corpus, tokenizer: str) -> dict[str, Any]:
         """What decides a shard's content. The targets, the budget, max_tokens and the sandbox's
         concurrency and timeouts do not: changing them reuses the shards already built."""
@@ -95,7 +100,7 @@ class BuildSettings:
             "generator": engine.generator_name,
             "seed": d.seed,
             "scale": d.scale,
-            "families": d.families,
+            "families": self.family_order(engine),
             "heldout_families": d.heldout_families,
             "val_families": d.val_families,
             "chunk_size": d.chunk_size,
@@ -110,32 +115,6 @@ class BuildSettings:
 
 
 @dataclasses.dataclass(frozen=True)
-class SplitRule:
-    """The engine's split, except that families named in `heldout` / `val` go there and, when a list is
-    given, the engine's own choice for that split is replaced by it (its other families train)."""
-
-    assign: Callable[[GeneratedTask], str]
-    heldout: frozenset[str] | None = None
-    val: frozenset[str] | None = None
-
-    def __call__(self, task: GeneratedTask) -> str:
-        if self.heldout is not None and task.family in self.heldout:
-            return "heldout"
-        if self.val is not None and task.family in self.val:
-            return "val"
-        split = self.assign(task)
-        replaced = (split == "heldout" and self.heldout is not None) or (split == "val" and self.val is not None)
-        return "train" if replaced else split
-
-    def describe(self) -> str:
-        parts = []
-        for name, families in (("heldout", self.heldout), ("val", self.val)):
-            listed = "the engine's default" if families is None else ", ".join(sorted(families)) or "none"
-            parts.append(f"{name}: {listed}")
-        return "; ".join(parts)
-
-
-@dataclasses.dataclass(frozen=True)
 class BuildResult:
     run_dir: Path
     stats: BuildStats
@@ -147,12 +126,11 @@ def build(settings: BuildSettings, run_dir: Path, client: BuildClient, engine: E
           corpus: Corpus, progress: bool = True) -> BuildResult:
     """Build (or resume building) the data set in `run_dir`; see the module docstring."""
     d = settings.data
-    check_family_names(engine, d)
+    split_of = resolve_splits(engine, d)
     started = time.monotonic()
     store = ShardStore(run_dir, settings.fingerprint(engine, corpus, tokens.name))
     store.open()
-    split_rule = SplitRule(engine.assign_split, _frozen(d.heldout_families), _frozen(d.val_families))
-    shard_builder = _ShardBuilder(settings, client, engine, tokens, Decontamination(corpus, engine), split_rule,
+    shard_builder = _ShardBuilder(settings, client, engine, tokens, Decontamination(corpus, engine), split_of,
                                   progress)
     selection = _Selection(d)
     timings: list[dict[str, Any]] = []
@@ -176,27 +154,30 @@ def build(settings: BuildSettings, run_dir: Path, client: BuildClient, engine: E
                 break
     finally:
         bar.close()
-    return _write_outputs(settings, run_dir, engine, tokens, corpus, split_rule, selection, timings, resumed,
+    return _write_outputs(settings, run_dir, engine, tokens, corpus, selection, timings, resumed,
                           time.monotonic() - started)
 
 
-def check_family_names(engine: Engine, data: DataSection) -> None:
-    """ValueError when the data section names a family the engine does not have."""
+def resolve_splits(engine: Engine, data: DataSection) -> SplitFn:
+    """The split of each task under the data section's family lists (the engine's defaults where null);
+    ValueError for a family the engine does not have, or lists its split plan refuses."""
     for key in ("families", "heldout_families", "val_families"):
         check_families(engine, getattr(data, key), f"data.{key}")
+    return engine.splitter(data.heldout_families, data.val_families)
 
 
 class _ShardBuilder:
     """Builds one shard's outcomes (see the module docstring)."""
 
     def __init__(self, settings: BuildSettings, client: BuildClient, engine: Engine, tokens: TokenCounter,
-                 decontamination: Decontamination, split_rule: SplitRule, progress: bool):
+                 decontamination: Decontamination, split_of: SplitFn, progress: bool):
         self.settings = settings
         self.client = client
         self.engine = engine
         self.tokens = tokens
         self.decontamination = decontamination
-        self.split_rule = split_rule
+        self.split_of = split_of
+        self.family_order = settings.family_order(engine)
         self.progress = progress
 
     def build(self, index: int, seen_ids: set[str], seen_codes: set[str]) -> tuple[list[TaskOutcome], dict[str, Any]]:
@@ -205,11 +186,12 @@ class _ShardBuilder:
         retries = Retries()
         stages = StageRunner(self.settings.concurrency, d.infra_retries, retries, self.progress)
         with timer("generate"):
-            tasks = self.engine.generate_tasks(shard_seed(d.seed, index), d.chunk_size, d.scale, d.families)
+            families = shard_families(self.family_order, index, d.chunk_size)
+            tasks = self.engine.generate_tasks(shard_seed(d.seed, index), d.chunk_size, d.scale, families)
         if len(tasks) != d.chunk_size:
             raise RuntimeError(f"the generator made {len(tasks)} tasks for shard {index}, asked for {d.chunk_size}")
         base = index * d.chunk_size
-        splits = [self.split_rule(task) for task in tasks]
+        splits = [self.split_of(task) for task in tasks]
         shas = [code_sha(task.code) for task in tasks]
         drops: dict[int, Drop] = {}
         hits: dict[int, dict[str, Any]] = {}
@@ -323,14 +305,14 @@ class _Selection:
 
 
 def _write_outputs(settings: BuildSettings, run_dir: Path, engine: Engine, tokens: TokenCounter, corpus: Corpus,
-                   split_rule: SplitRule, selection: _Selection, timings: list[dict[str, Any]], resumed: int,
+                   selection: _Selection, timings: list[dict[str, Any]], resumed: int,
                    wall_s: float) -> BuildResult:
     d = settings.data
     sft_rows, rl_rows = selection.sft_rows(), selection.rl_rows()
     stats = compute_stats(selection.outcomes, selection.shards, d.max_tokens, sft_rows, rl_rows)
     header = CardHeader(
         generator=engine.generator_name, seed=d.seed, scale=d.scale, families=d.families,
-        split_rule=split_rule.describe(), targets=(d.sft_pairs, d.rl_tasks), max_tokens=d.max_tokens,
+        split_rule=_split_text(d), targets=(d.sft_pairs, d.rl_tasks), max_tokens=d.max_tokens,
         tokenizer=tokens.name, verification=_verification_text(settings), decontamination=_corpus_text(corpus),
         decontaminated=corpus.found,
         sandbox=sorted({f"{r['validation']['backend']}/{r['validation']['device']}" for r in rl_rows}),
@@ -387,8 +369,11 @@ def code_sha(code: str) -> str:
     return hashlib.sha256(code.encode()).hexdigest()[:16]
 
 
-def _frozen(names: tuple[str, ...] | None) -> frozenset[str] | None:
-    return None if names is None else frozenset(names)
+def _split_text(data: DataSection) -> str:
+    parts = []
+    for name, families in (("heldout", data.heldout_families), ("val", data.val_families)):
+        parts.append(f"{name}: " + ("the engine's default families" if families is None else ", ".join(families)))
+    return "; ".join(parts)
 
 
 def _verification_text(settings: BuildSettings) -> str:

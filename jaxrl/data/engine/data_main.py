@@ -15,19 +15,18 @@ from pathlib import Path
 from jaxrl.config.loader import dump_config
 from jaxrl.config.schema import Config, ConfigError
 from jaxrl.data.engine.api import EngineUnavailable, default_engine
-from jaxrl.data.engine.build import BuildSettings, build, check_family_names
+from jaxrl.data.engine.build import BuildSettings, build, resolve_splits
 from jaxrl.data.engine.kernelbench_corpus import load_corpus
 from jaxrl.data.engine.tokens import load_token_counter
 
 log = logging.getLogger(__name__)
-CLIENT_CALLS = ("validate", "evaluate", "inductor")
 
 
 def run(config: Config, progress: bool = True) -> int:
     d = config.data
     engine = default_engine()
     try:
-        check_family_names(engine, d)
+        resolve_splits(engine, d)
         corpus = load_corpus(d.kernelbench)
     except (ValueError, FileNotFoundError) as exc:
         raise ConfigError(str(exc)) from exc
@@ -40,15 +39,14 @@ def run(config: Config, progress: bool = True) -> int:
 
     client = open_client(config.sandbox)
     try:
-        missing = [name for name in CLIENT_CALLS if not callable(getattr(client, name, None))]
-        if missing:
-            raise EngineUnavailable(f"the sandbox client in this checkout has no {', '.join(missing)}: the data "
-                                    "engine's sandbox calls are not in this checkout")
         backend = client.server_info()[0].backend
-        if d.scale == "full" and backend != "cuda":
+        settings = BuildSettings.from_config(config, gpu=backend == "cuda")
+        if d.scale == "full" and not settings.gpu:
             log.warning("data.scale=full on the %s backend: full-size references are slow without a GPU", backend)
-        result = build(BuildSettings.from_config(config, gpu=backend == "cuda"), run_dir, client, engine, tokens,
-                       corpus, progress=progress)
+        if settings.use_inductor and not callable(getattr(client, "inductor", None)):
+            raise EngineUnavailable("data.inductor=true needs SandboxClient.inductor, which is not in this checkout "
+                                    "yet; run with data.inductor=false")
+        result = build(settings, run_dir, client, engine, tokens, corpus, progress=progress)
     finally:
         client.close()
     print(result.report)

@@ -1,7 +1,7 @@
 """The benchmark the build is decontaminated against: every KernelBench problem, when it can be found.
 
-A generated task that matches a KernelBench problem (the engine's `Decontaminator`: same AST, or the
-same operator signature) is dropped, so training data never holds a benchmark problem. When the default
+A generated task that matches a KernelBench problem (the engine's `Decontaminator`: the same normalized
+AST, or the same operator signature on the same kinds of inputs) is dropped, so training data never holds a benchmark problem. When the default
 copy of KernelBench is missing, the build goes on but says so loudly: the corpus is `found=False`, and
 the card and summary mark the build "not decontaminated". A path given explicitly must exist.
 """
@@ -13,7 +13,7 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
-from jaxrl.data.engine.api import Engine, kernelbench_index
+from jaxrl.data.engine.api import Engine
 from jaxrl.data.kernelbench import Problem, default_source, load_problems
 
 
@@ -53,7 +53,7 @@ class Decontamination:
 
     def __init__(self, corpus: Corpus, engine: Engine):
         self.corpus = corpus
-        self._matcher = engine.decontaminator([p.code for p in corpus.problems]) if corpus.found else None
+        self._matcher = engine.decontaminator({p.key: p.code for p in corpus.problems}) if corpus.found else None
 
     def check(self, code: str) -> dict[str, Any] | None:
         if self._matcher is None:
@@ -61,4 +61,4 @@ class Decontamination:
         hit = self._matcher.match(code)
         if hit is None:
             return None
-        return {"kernelbench": self.corpus.problems[kernelbench_index(hit)].key, "matcher": str(hit.matcher)}
+        return {"kernelbench": str(hit.problem), "matcher": str(hit.matcher)}

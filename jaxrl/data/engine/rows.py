@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from jaxrl.data.engine.sandbox_api import InductorResult, ValidationResult, status_name
+from jaxrl.data.engine.sandbox_api import InductorResult, status_name
 from jaxrl.data.engine.tasks import GeneratedTask, TeacherSolution
 from jaxrl.data.prompts import Message, build_messages, format_answer
-from sandbox_service.results import EvalResult
+from sandbox_service.results import EvalResult, ValidationResult
 
 
 def prompt_messages(task: GeneratedTask) -> list[Message]:
@@ -47,11 +47,10 @@ def verdict_summary(result: EvalResult) -> dict[str, Any]:
 
 
 def validation_summary(result: ValidationResult) -> dict[str, Any]:
-    """ref_time_us of the reference's own inputs (the first report; None untimed) and the peak memory of any set."""
-    reports = result.input_sets
+    """The reference's median time on its own inputs (None untimed) and the peak memory of any input set."""
     return {
-        "ref_time_us": reports[0].ref_time_us if reports else None,
-        "peak_memory_mb": max((r.peak_memory_mb for r in reports), default=None),
+        "ref_time_us": result.ref_time_us,
+        "peak_memory_mb": max((r.peak_memory_mb for r in result.input_sets), default=None),
         "backend": result.backend,
         "device": result.device,
     }

@@ -1,7 +1,8 @@
 """Shards: the build's unit of work and of resume.
 
-Shard k holds the tasks the generator makes from seed `shard_seed(seed, k)`, `chunk_size` of them, so a
-shard's content depends only on its index and the fingerprinted settings, never on how many shards a
+Shard k holds the `chunk_size` tasks the generator makes from seed `shard_seed(seed, k)`, with the family
+list rotated to where a round-robin over it stands at task k x chunk_size; a shard's content depends only
+on its index and the fingerprinted settings, never on how many shards a
 run makes or in which run it was made. A finished shard is one JSONL file of task outcomes in
 `<run dir>/shards/`, written atomically beside a timing file; a rerun reads finished shards back instead
 of redoing them. `fingerprint.json` records the settings that decide a shard's content; a run whose
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,13 @@ FINGERPRINT_FILE = "fingerprint.json"
 
 class FingerprintMismatch(ConfigError):
     """The shards folder was built with other settings."""
+
+
+def shard_families(order: Sequence[str], index: int, chunk_size: int) -> list[str]:
+    """The family list rotated to where shard `index` starts in a round-robin over `order`, so that a
+    round-robin generator covers every family even when a shard is smaller than the family list."""
+    start = (index * chunk_size) % len(order)
+    return [*order[start:], *order[:start]]
 
 
 def shard_seed(seed: int, index: int) -> int:

@@ -5,7 +5,9 @@ holds does not depend on which call finished first. A result with status `infra_
 fault, not the task's: the call is made again, up to `retries` more times, and counted. If it still
 fails the build stops (`InfraFailure`) rather than record a verdict that depends on the sandbox's luck;
 finished shards are kept and a rerun resumes. Any exception (an interrupt, a broken client) cancels the
-calls not yet started and propagates.
+calls not yet started and propagates. That is why the stages make single `validate` / `evaluate` calls
+on their own pool rather than use `validate_many` / `evaluate_many`, whose pools finish every submitted
+call before an exception gets out.
 """
 
 from __future__ import annotations
@@ -19,13 +21,10 @@ from typing import TypeVar
 from tqdm import tqdm
 
 from jaxrl.data.engine.rows import answer_text
-from jaxrl.data.engine.sandbox_api import (
-    BuildClient, InductorResult, ValidateOptions, ValidationResult, status_name,
-)
+from jaxrl.data.engine.sandbox_api import BuildClient, InductorResult, status_name
 from jaxrl.data.engine.tasks import GeneratedTask, TeacherSolution
-from jaxrl.data.task_source import evaluate_with_inputs
-from sandbox_service.options import EvalOptions
-from sandbox_service.results import EvalResult
+from sandbox_service.options import EvalOptions, ValidateOptions
+from sandbox_service.results import EvalResult, ValidationResult
 
 Item = TypeVar("Item")
 Result = TypeVar("Result")
@@ -100,7 +99,7 @@ class StageRunner:
 
         def call(pair: tuple[GeneratedTask, TeacherSolution]) -> EvalResult:
             task, solution = pair
-            return evaluate_with_inputs(client, task.code, answer_text(solution), options, task.input_sets)
+            return client.evaluate(task.code, answer_text(solution), options, input_sets=task.input_sets)
 
         return self.run(stage, pairs, call, lambda r: status_name(r.status) == INFRA,
                         lambda p: f"the {p[1].origin} pair of task {p[0].task_id}")

@@ -138,9 +138,8 @@ def _histogram(totals: Sequence[int]) -> list[tuple[str, int]]:
     edges = (0, *TOKEN_BINS)
     bins = [(f"{lo}-{hi - 1}", sum(lo <= t < hi for t in totals)) for lo, hi in zip(edges, edges[1:])]
     bins.append((f">={TOKEN_BINS[-1]}", sum(t >= TOKEN_BINS[-1] for t in totals)))
-    while bins and bins[-1][1] == 0:  # no empty tail
-        bins.pop()
-    return bins
+    filled = [i for i, (_, n) in enumerate(bins) if n]
+    return bins[filled[0] : filled[-1] + 1] if filled else []  # no empty bins before the first or after the last
 
 
 def _quantiles(totals: Sequence[int]) -> dict[str, int]:

@@ -125,16 +125,18 @@ class FakeClient:
 
     def __init__(self, delay_s: float = 0.0, fail_on: str | None = None):
         self.requests: list[tuple[str, str, object]] = []
+        self.input_sets: list[tuple] = []
         self.delay_s = delay_s
         self.fail_on = fail_on
         self._lock = threading.Lock()
 
-    def evaluate(self, reference, candidate, options=None, *, timeout_s=None, request_id=""):
+    def evaluate(self, reference, candidate, options=None, *, input_sets=(), timeout_s=None, request_id=""):
         time.sleep(self.delay_s)
         if self.fail_on is not None and self.fail_on in candidate:
             raise ConnectionError("the server went away")
         with self._lock:
             self.requests.append((reference, candidate, options))
+            self.input_sets.append(tuple(input_sets))
         good = "GOOD" in candidate
         status = Status.OK if good else Status.INCORRECT
         return EvalResult(status, correct=good, valid=True, compiled=True, trials=2, trials_passed=2 if good else 0)
@@ -237,13 +239,6 @@ def test_engine_tasks_are_evaluated_with_their_input_sets_and_grouped_by_family(
     from jaxrl.data.task_source import TaskSpec
     from sandbox_service.options import InputSet
 
-    class InputSetClient(FakeClient):
-        input_sets: list = []
-
-        def evaluate(self, reference, candidate, options=None, *, input_sets=(), timeout_s=None, request_id=""):
-            self.input_sets.append(input_sets)
-            return super().evaluate(reference, candidate, options, timeout_s=timeout_s, request_id=request_id)
-
     sets = (InputSet("wide", "def get_inputs():\n    return []\n"),)
     tasks = [TaskSpec("relu-1", "torch.relu 1", sets, "relu", "relu", "val", "easy"),
              TaskSpec("relu-2", "torch.relu 2", sets, "relu", "relu", "val", "easy"),
@@ -251,7 +246,7 @@ def test_engine_tasks_are_evaluated_with_their_input_sets_and_grouped_by_family(
     config = load_config(None, ["sampling.num_samples=2", "sampling.batch_size=2", "eval.k=[1,2]",
                                 f"run.output_root={tmp_path}", "run.name=engine"])
     generator = ScriptedGenerator({"torch.relu": ["GOOD", "bad"], "torch.tanh": ["bad", "bad"]})
-    client = InputSetClient()
+    client = FakeClient()
     run = run_eval(config, generator, client=client, progress=False, problems=tasks)
 
     assert client.input_sets == [sets] * 6

@@ -22,7 +22,11 @@ def generate(seed, count, scale="full", families=None):
                           f"# reference {seed} {i} ({scale})", SETS) for i in range(count)]
 
 
-ENGINE = Engine(generate, lambda task: "train" if task.family == "relu" else "heldout", lambda: [], lambda s: None)
+def splitter(heldout, val):
+    return lambda task: "train" if task.family == "relu" else "heldout"
+
+
+ENGINE = Engine(generate, lambda: [], lambda sources: None, splitter)
 
 
 class ChatToy:
@@ -49,20 +53,13 @@ def test_kernelbench_is_trained_on_only_when_asked_and_with_a_warning(kernelbenc
 
 
 class RecordingClient:
-    """The client's evaluate signature as the sandbox contract gives it, recording the input sets."""
+    """Records the input sets each evaluation is sent with."""
 
     def __init__(self):
         self.input_sets = []
 
     def evaluate(self, reference, candidate, options=None, *, input_sets=(), timeout_s=None, request_id=""):
-        self.input_sets.append(input_sets)
-        return EvalResult(Status.OK, correct=True, valid=True)
-
-
-class ClientWithoutInputSets:
-    """This checkout's SandboxClient.evaluate signature: no input sets."""
-
-    def evaluate(self, reference, candidate, options=None, *, timeout_s=None, request_id=""):
+        self.input_sets.append(tuple(input_sets))
         return EvalResult(Status.OK, correct=True, valid=True)
 
 
@@ -71,9 +68,6 @@ def test_the_scorer_sends_each_task_s_input_sets():
     client = RecordingClient()
     scorer = SandboxScorer(client, EvalOptions(time=False), max_concurrency=2)
     assert scorer.submit(Task("a", "p", "ref", SETS), completion).result().status == Status.OK
-    assert client.input_sets == [SETS]
-    scorer.close()
-    # Tasks without input sets (KernelBench) work with a client that takes none.
-    scorer = SandboxScorer(ClientWithoutInputSets(), EvalOptions(time=False), max_concurrency=1)
     assert scorer.submit(Task("b", "p", "ref"), completion).result().status == Status.OK
+    assert client.input_sets == [SETS, ()]
     scorer.close()

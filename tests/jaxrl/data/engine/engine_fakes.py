@@ -22,13 +22,11 @@ from jaxrl.config.schema import DataSection
 from jaxrl.data.engine.api import Engine
 from jaxrl.data.engine.build import BuildResult, BuildSettings, build
 from jaxrl.data.engine.kernelbench_corpus import Corpus
-from jaxrl.data.engine.sandbox_api import (
-    InductorResult, InputSetReport, ValidateOptions, ValidationResult, ValidationStatus,
-)
+from jaxrl.data.engine.sandbox_api import InductorResult
 from jaxrl.data.engine.tasks import GeneratedTask, TeacherSolution
 from jaxrl.data.kernelbench import Problem
-from sandbox_service.options import EvalOptions, InputSet
-from sandbox_service.results import EvalResult, Status
+from sandbox_service.options import EvalOptions, InputSet, ValidateOptions
+from sandbox_service.results import EvalResult, InputSetReport, Status, ValidationResult, ValidationStatus
 
 FAMILIES = ("relu", "rowsum", "softmax", "broken", "flaky", "gelu", "tanh", "twin")
 SPLITS = {"gelu": "heldout", "tanh": "val"}
@@ -63,10 +61,18 @@ def fake_generate(seed: int, count: int, scale: str = "full", families: Sequence
                   ) -> list[GeneratedTask]:
     rng = random.Random(seed)
     names = list(families or FAMILIES)
-    return [_task(rng.choice(names), rng.choice(SIZES), f"{seed:x}-{i}", scale) for i in range(count)]
+    return [make_task(rng.choice(names), rng.choice(SIZES), f"{seed:x}-{i}", scale) for i in range(count)]
 
 
-def _task(family: str, size: int, suffix: str, scale: str) -> GeneratedTask:
+def round_robin_generate(seed: int, count: int, scale: str = "full", families: Sequence[str] | None = None
+                         ) -> list[GeneratedTask]:
+    """Task i from families[i % n], as the engine's generator draws them."""
+    names = list(families or FAMILIES)
+    rng = random.Random(seed)
+    return [make_task(names[i % len(names)], rng.choice(SIZES), f"{seed:x}-{i}", scale) for i in range(count)]
+
+
+def make_task(family: str, size: int, suffix: str, scale: str) -> GeneratedTask:
     if family == "twin":
         code = TWIN_CODE
     else:
@@ -83,8 +89,11 @@ def _task(family: str, size: int, suffix: str, scale: str) -> GeneratedTask:
     )
 
 
-def fake_assign_split(task: GeneratedTask) -> str:
-    return SPLITS.get(task.family, "train")
+def fake_splitter(heldout: Sequence[str] | None, val: Sequence[str] | None):
+    """Like the engine's split plan: a family list given for a split replaces that split's defaults."""
+    held = set(heldout) if heldout is not None else {f for f, s in SPLITS.items() if s == "heldout"}
+    vals = set(val) if val is not None else {f for f, s in SPLITS.items() if s == "val"}
+    return lambda task: "heldout" if task.family in held else "val" if task.family in vals else "train"
 
 
 def fake_list_families() -> list[Family]:
@@ -92,22 +101,22 @@ def fake_list_families() -> list[Family]:
 
 
 class Hit:
-    def __init__(self, index: int):
-        self.index = index
-        self.matcher = "ast"
+    def __init__(self, problem: str):
+        self.problem = problem
+        self.matcher = "ast-hash"
 
 
 class FakeDecontaminator:
-    """Matches a reference identical to one of the sources."""
+    """Matches a reference identical to one of the sources ({key: source})."""
 
-    def __init__(self, sources: list[str]):
-        self.sources = sources
+    def __init__(self, sources: dict[str, str]):
+        self.by_code = {code: key for key, code in sources.items()}
 
     def match(self, source: str) -> Hit | None:
-        return Hit(self.sources.index(source)) if source in self.sources else None
+        return Hit(self.by_code[source]) if source in self.by_code else None
 
 
-FAKE_ENGINE = Engine(fake_generate, fake_assign_split, fake_list_families, FakeDecontaminator)
+FAKE_ENGINE = Engine(fake_generate, fake_list_families, FakeDecontaminator, fake_splitter)
 
 
 def corpus(found: bool = True) -> Corpus:
@@ -169,7 +178,7 @@ class FakeClient:
         return ValidationResult(ValidationStatus.OK, "", "fake", "cpu", reports)
 
     def evaluate(self, reference: str, candidate: str, options: EvalOptions | None = None, *,
-                 input_sets: tuple[InputSet, ...] = (), timeout_s: float | None = None) -> EvalResult:
+                 input_sets: Sequence[InputSet] = ()) -> EvalResult:
         self._count()
         with self._lock:
             self.evaluated.append((candidate, tuple(input_sets), options))
@@ -192,9 +201,9 @@ def settings(gpu: bool = False, concurrency: int = 4, **data) -> BuildSettings:
 
 
 def run_build(run_dir: Path, client: FakeClient | None = None, found: bool = True, gpu: bool = False,
-              concurrency: int = 4, **data) -> BuildResult:
+              concurrency: int = 4, engine: Engine = FAKE_ENGINE, **data) -> BuildResult:
     """A build with the fake engine, tokens and corpus (and a fresh FakeClient unless one is given)."""
-    return build(settings(gpu, concurrency, **data), run_dir, client or FakeClient(), FAKE_ENGINE, FakeTokens(),
+    return build(settings(gpu, concurrency, **data), run_dir, client or FakeClient(), engine, FakeTokens(),
                  corpus(found), progress=False)
 
 

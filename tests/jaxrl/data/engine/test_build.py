@@ -3,11 +3,12 @@ retries, decontamination, splits and the card."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 
 import pytest
-from engine_fakes import FakeClient, read_jsonl, run_build
+from engine_fakes import FAKE_ENGINE, FAMILIES, FakeClient, read_jsonl, round_robin_generate, run_build
 
 from jaxrl.data.engine.stages import InfraFailure
 from jaxrl.data.sft_data import read_jsonl as read_sft
@@ -66,7 +67,7 @@ def test_drops_are_recorded_with_their_reasons(tmp_path):
     result = run_build(tmp_path, sft_pairs=60, rl_tasks=60)
     drops = {(d["stage"], d["reason"]): d["count"] for d in result.summary["counts"]["drops"]}
     assert drops[("validate", "invalid: outputs are constant (degenerate)")] > 0
-    assert ("decontaminate", "matches a KernelBench problem (ast)") in drops
+    assert ("decontaminate", "matches a KernelBench problem (ast-hash)") in drops
     template = result.summary["counts"]["template"]
     failed = template["attempted"] - template["ok"]
     assert failed > 0 and template["failures"] == {"incorrect": failed}
@@ -106,11 +107,11 @@ def test_kernelbench_twins_are_removed_and_reported(tmp_path):
     result = run_build(tmp_path)
     assert not any(r["family"] == "twin" for r in read_jsonl(tmp_path / "rl_tasks.jsonl"))
     counts = result.summary["counts"]
-    assert counts["decontaminated"] > 0 and counts["decontam_by_matcher"] == {"ast": counts["decontaminated"]}
+    assert counts["decontaminated"] > 0 and counts["decontam_by_matcher"] == {"ast-hash": counts["decontaminated"]}
     assert result.summary["decontaminated"] is True
     card = (tmp_path / "card.md").read_text()
     assert f"Removed {counts['decontaminated']} generated task(s)" in card
-    assert re.search(r"^\| twin-\S+ \| twin \| L1/42 \| ast \|$", card, re.M)
+    assert re.search(r"^\| twin-\S+ \| twin \| L1/42 \| ast-hash \|$", card, re.M)
 
 
 def test_without_kernelbench_the_build_is_marked_not_decontaminated(tmp_path, caplog):
@@ -181,3 +182,13 @@ def test_rl_tasks_jsonl_is_a_task_source_for_grpo_and_eval(tmp_path):
     tasks = load_tasks(TaskSelection(str(tmp_path / "rl_tasks.jsonl"), split="val"))
     assert [t.key for t in tasks] == [r["task_id"] for r in rows if r["split"] == "val"]
     assert all(t.input_sets and t.input_sets[0].name == "wide" for t in tasks)
+
+
+def test_shards_go_on_round_robin_over_every_family(tmp_path):
+    # A round-robin generator restarts at its first family on every call: shards smaller than the family
+    # list must still reach every family.
+    engine = dataclasses.replace(FAKE_ENGINE, generate_tasks=round_robin_generate)
+    result = run_build(tmp_path, engine=engine, chunk_size=3, sft_pairs=9, rl_tasks=9, max_tasks=9, found=False)
+    assert result.stats.shards == 3
+    generated = [row.family for row in result.stats.families for _ in range(row.generated)]
+    assert set(generated) == set(FAMILIES)

@@ -1,19 +1,20 @@
 """The build end to end through the real embedded sandbox (Triton interpreter) on hand-written tasks.
 
-Teacher pairs are verified by the real sandbox: a ReLU and a row sum with correct Triton modules, and a
-ReLU whose module doubles its result. Reference validation still goes through the fake client, because
-this checkout's SandboxClient has no `validate` yet, and the tasks carry no input sets, which it cannot
-send yet; both move to the real client when the sandbox's data-engine calls land.
+References are validated and teacher pairs verified by the real sandbox, on each task's input sets too:
+a ReLU and a row sum with correct Triton modules; a ReLU whose module doubles its result; a ReLU whose
+module launches a fixed grid, right on the task's own inputs and wrong on its larger input set; and a
+reference with a constant output, which validation rejects.
 """
 
 from __future__ import annotations
 
-from engine_fakes import FakeClient, FakeDecontaminator, FakeTokens, corpus, read_jsonl, settings
+from engine_fakes import FakeDecontaminator, FakeTokens, corpus, read_jsonl, settings
 
 from jaxrl.data.engine.api import Engine
 from jaxrl.data.engine.build import build
 from jaxrl.data.engine.tasks import GeneratedTask, TeacherSolution
 from sandbox_service.client import SandboxClient
+from sandbox_service.options import InputSet
 
 REFERENCE = """import torch
 import torch.nn as nn
@@ -77,17 +78,25 @@ class ModelNew(nn.Module):
 '''
 
 
-def _task(task_id: str, family: str, expression: str, rows: int, cols: int, code: str) -> GeneratedTask:
+def _task(task_id: str, family: str, expression: str, rows: int, cols: int, code: str,
+          other: tuple[int, int]) -> GeneratedTask:
+    inputs = InputSet("other_shape", f"def get_inputs():\n    return [torch.randn({other[0]}, {other[1]})]\n")
     return GeneratedTask(task_id, family, (family,), False, "easy", "float32", "cpu",
-                         REFERENCE.format(expression=expression, rows=rows, cols=cols),
-                         solution=TeacherSolution("One program per block; masked tail.", code))
+                         REFERENCE.format(expression=expression, rows=rows, cols=cols), (inputs,),
+                         TeacherSolution("One program per block; masked tail.", code))
+
+
+FIXED_GRID = RELU.replace("relu_kernel[(triton.cdiv(n, 256),)]", "relu_kernel[(4,)]")  # 1024 elements, always
 
 
 def hand_written(seed: int, count: int, scale: str = "cpu", families=None) -> list[GeneratedTask]:
     tasks = [
-        _task("relu-16x64", "relu", "torch.relu(x)", 16, 64, RELU),
-        _task("rowsum-8x32", "rowsum", "x.sum(dim=1)", 8, 32, ROW_SUM),
-        _task("relu-8x32", "relu", "torch.relu(x)", 8, 32, RELU.replace("tl.maximum(x, 0.0)", "tl.maximum(x, 0.0) * 2.0")),
+        _task("relu-16x64", "relu", "torch.relu(x)", 16, 64, RELU, (40, 64)),
+        _task("rowsum-8x32", "rowsum", "x.sum(dim=1)", 8, 32, ROW_SUM, (3, 50)),
+        _task("relu-8x32", "relu", "torch.relu(x)", 8, 32, RELU.replace("tl.maximum(x, 0.0)", "tl.maximum(x, 0.0) * 2.0"),
+              (8, 40)),
+        _task("relu-32x32", "relu", "torch.relu(x)", 32, 32, FIXED_GRID, (40, 64)),
+        _task("zeros-8x8", "relu", "torch.zeros_like(x)", 8, 8, RELU, (4, 4)),
     ]
     return tasks[:count]
 
@@ -97,35 +106,28 @@ class Family:
         self.name = name
 
 
-ENGINE = Engine(hand_written, lambda task: "train", lambda: [Family("relu"), Family("rowsum")], FakeDecontaminator)
+def all_train(heldout, val):
+    return lambda task: "train"
 
 
-class RealVerification:
-    """Pairs go to the real sandbox; validation and Inductor to the fake."""
-
-    def __init__(self, real: SandboxClient):
-        self.real = real
-        self.fake = FakeClient()
-
-    def validate(self, reference, input_sets=(), options=None):
-        return self.fake.validate(reference, input_sets, options)
-
-    def evaluate(self, reference, candidate, options=None, **kwargs):
-        return self.real.evaluate(reference, candidate, options, **kwargs)
-
-    def inductor(self, reference, timeout_s=600.0):
-        return self.fake.inductor(reference, timeout_s)
+ENGINE = Engine(hand_written, lambda: [Family("relu"), Family("rowsum")], FakeDecontaminator, all_train)
 
 
-def test_teacher_pairs_are_verified_by_the_real_sandbox(tmp_path):
+def test_references_and_teacher_pairs_go_through_the_real_sandbox(tmp_path):
     with SandboxClient.embedded(backend="interpreter", workers=2) as client:
-        result = build(settings(sft_pairs=3, rl_tasks=3, chunk_size=3, max_tasks=3), tmp_path,
-                       RealVerification(client), ENGINE, FakeTokens(), corpus(), progress=False)
+        result = build(settings(sft_pairs=5, rl_tasks=5, chunk_size=5, max_tasks=5, validate_seeds=2), tmp_path,
+                       client, ENGINE, FakeTokens(), corpus(), progress=False)
+    rl = read_jsonl(tmp_path / "rl_tasks.jsonl")
+    assert [r["task_id"] for r in rl] == ["relu-16x64", "rowsum-8x32", "relu-8x32", "relu-32x32"]
+    assert all(r["validation"]["backend"] == "interpreter" and r["validation"]["ref_time_us"] is None for r in rl)
+    drops = result.summary["counts"]["drops"]
+    assert [(d["stage"], d["count"]) for d in drops] == [("validate", 1)] and drops[0]["reason"].startswith("invalid")
+
     sft = read_jsonl(tmp_path / "sft.jsonl")
     assert [r["task_id"] for r in sft] == ["relu-16x64", "rowsum-8x32"]
     assert all(r["verdict"]["status"] == "ok" and r["verdict"]["backend"] == "interpreter" for r in sft)
-    assert all(r["verdict"]["trials_passed"] == r["verdict"]["trials"] == 2 for r in sft)
-    assert len(read_jsonl(tmp_path / "rl_tasks.jsonl")) == 3
     template = result.summary["counts"]["template"]
-    assert (template["attempted"], template["ok"], template["failures"]) == (3, 2, {"incorrect": 1})
-    assert not result.summary["targets_met"]  # 2 of 3 pairs: the doubled ReLU is not training data
+    assert (template["attempted"], template["ok"], template["failures"]) == (4, 2, {"incorrect": 2})
+    reasons = " ".join(reason for reason, _ in template["reasons"])
+    assert "other_shape" in reasons  # the fixed grid fails only on the larger input set
+    assert not result.summary["targets_met"]
