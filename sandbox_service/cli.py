@@ -121,6 +121,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         workers=args.workers,
         queue_capacity=args.queue,
         warm=args.warm,
+        judges=args.judges,
+        gpu_memory_fraction=args.gpu_memory_fraction,
         grace_s=args.grace,
     )
     return serve_forever(config, args.ready_file, args.exit_on_stdin_eof)
@@ -163,7 +165,10 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--gpus", type=int, nargs="*", help="GPU indices to use (default: all)")
     serve.add_argument("--workers", type=int, help="concurrent evaluations per GPU (or on the CPU)")
     serve.add_argument("--queue", type=int, default=64, help="queued evaluations before RESOURCE_EXHAUSTED")
-    serve.add_argument("--warm", type=int, help="child processes kept ready per lane and role")
+    serve.add_argument("--warm", type=int, help="candidate processes kept forked and ready per lane")
+    serve.add_argument("--judges", type=int, help="judge processes per lane (default: 2 on a GPU, 1 on the CPU)")
+    serve.add_argument("--gpu-memory-fraction", type=float, default=0.9,
+                       help="share of each GPU's memory evaluations may use (less when a trainer shares it)")
     serve.add_argument("--grace", type=float, default=30.0, help="seconds running jobs get at shutdown")
     serve.add_argument("--ready-file", type=Path, help="write {address, port, backend} here once serving")
     serve.add_argument("--exit-on-stdin-eof", action="store_true", help="stop when stdin closes (embedded mode)")

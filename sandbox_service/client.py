@@ -101,9 +101,10 @@ class SandboxClient:
         self._embedded: EmbeddedServer | None = None
 
     @classmethod
-    def embedded(cls, backend: str = "auto", workers: int | None = None, **kwargs) -> SandboxClient:
+    def embedded(cls, backend: str = "auto", workers: int | None = None, gpu_memory_fraction: float | None = None,
+                 **kwargs) -> SandboxClient:
         """Start a local server on a free port; it stops when the client is closed (or this process exits)."""
-        server = EmbeddedServer(backend=backend, workers=workers)
+        server = EmbeddedServer(backend=backend, workers=workers, gpu_memory_fraction=gpu_memory_fraction)
         client = cls([server.address], **kwargs)
         client._embedded = server
         return client
@@ -270,7 +271,8 @@ class EmbeddedServer:
     The server exits when our end of its stdin closes, so it never outlives its parent.
     """
 
-    def __init__(self, backend: str = "auto", workers: int | None = None, start_timeout_s: float = 180.0):
+    def __init__(self, backend: str = "auto", workers: int | None = None, start_timeout_s: float = 180.0,
+                 gpu_memory_fraction: float | None = None):
         self._dir = Path(tempfile.mkdtemp(prefix="tritonrl-embedded-"))
         ready = self._dir / "ready.json"
         log_path = self._dir / "server.log"
@@ -280,6 +282,8 @@ class EmbeddedServer:
         ]
         if workers:
             command += ["--workers", str(workers)]
+        if gpu_memory_fraction is not None:
+            command += ["--gpu-memory-fraction", str(gpu_memory_fraction)]
         env = dict(os.environ)
         package_root = str(Path(__file__).resolve().parents[1])
         env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH", "")) if p)

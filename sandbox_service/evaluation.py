@@ -107,11 +107,17 @@ class JudgeLink:
             return self.service.request(message, timeout_s)
 
     def prepare(self) -> dict:
-        try:
-            answer = self._call(self.problem.prepare_request(), self.options.timeout_s)
-        except ServiceFailure as exc:
-            what = "did not finish" if exc.timed_out else "crashed the judge"
-            raise _Finish(Status.INFRA_ERROR, f"the reference {what} while being prepared: {exc.cause}") from None
+        for attempt in range(2):
+            try:
+                answer = self._call(self.problem.prepare_request(), self.options.timeout_s)
+                break
+            except ServiceFailure as exc:
+                # A judge killed under us (memory, a signal) while our request was in flight is tried once more;
+                # a reference that crashes it twice, or hangs, is the reference's problem.
+                if attempt == 0 and not exc.timed_out:
+                    continue
+                what = "did not finish" if exc.timed_out else "crashed the judge"
+                raise _Finish(Status.INFRA_ERROR, f"the reference {what} while being prepared: {exc.cause}") from None
         if answer.get("type") == "error":
             prefix = "reference failed" if answer.get("kind") == "reference" else "the judge failed"
             raise _Finish(Status.INFRA_ERROR, f"{prefix}: {answer.get('error', '')}")

@@ -80,13 +80,15 @@ class Lane:
 
     @classmethod
     def create(cls, backend: str, gpu: int | None, warm: int, work_root: Path, llm_judge: LLMJudge | None = None,
-               judges: int | None = None) -> Lane:
-        """A lane with its GPU memory read from the device (CUDA) or no memory budget (interpreter)."""
+               judges: int | None = None, gpu_memory_fraction: float = 0.9) -> Lane:
+        """A lane whose GPU memory budget is `gpu_memory_fraction` of the device, or what is free now if less
+        (a trainer on the same GPU holds its share); no budget on the interpreter."""
         memory = 0
         if backend == "cuda":
             import torch
 
-            memory = int(torch.cuda.get_device_properties(gpu or 0).total_memory * 0.9)
+            free, total = torch.cuda.mem_get_info(gpu or 0)
+            memory = int(min(free, total * gpu_memory_fraction))
         return cls(LaneConfig(backend, gpu, Path(work_root), warm=warm, judges=judges or (2 if backend == "cuda" else 1),
                               gpu_memory_bytes=memory, llm_judge=llm_judge))
 

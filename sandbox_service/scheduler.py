@@ -49,6 +49,7 @@ class SchedulerConfig:
     warm_per_lane: int | None = None  # candidate processes kept forked and ready; default = workers_per_lane
     work_root: Path | None = None
     judges_per_lane: int | None = None  # default: 2 on a GPU, 1 on the CPU
+    gpu_memory_fraction: float = 0.9  # of each GPU, for evaluations (less when a trainer shares the GPU)
     judge: Judge | None = None  # the optional LLM judge layer, shared by every lane
 
     def __post_init__(self):
@@ -103,8 +104,8 @@ class Scheduler:
         self.work_root = Path(config.work_root or tempfile.mkdtemp(prefix="tritonrl-sandbox-", dir=_memory_backed_dir()))
         warm = config.workers_per_lane if config.warm_per_lane is None else config.warm_per_lane
         devices = config.gpus if config.backend == "cuda" else (None,)
-        self.lanes = [Lane.create(config.backend, gpu, warm, self.work_root, config.judge, config.judges_per_lane)
-                      for gpu in devices]
+        self.lanes = [Lane.create(config.backend, gpu, warm, self.work_root, config.judge, config.judges_per_lane,
+                                  config.gpu_memory_fraction) for gpu in devices]
         self._queue: queue.Queue = queue.Queue(maxsize=config.queue_capacity)
         self._lock = threading.Lock()
         self._accepting = True

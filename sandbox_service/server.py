@@ -54,6 +54,7 @@ class ServerConfig:
     queue_capacity: int = 64
     warm: int | None = None
     judges: int | None = None  # judge processes per lane (default: 2 on a GPU, 1 on the CPU)
+    gpu_memory_fraction: float = 0.9
     grace_s: float = 30.0
     default_options: EvalOptions = dataclasses.field(default_factory=EvalOptions)
     judge: JudgeConfig | None = None  # the optional LLM judge (off by default)
@@ -181,6 +182,7 @@ class SandboxServer:
                 queue_capacity=config.queue_capacity,
                 warm_per_lane=config.warm,
                 judges_per_lane=config.judges,
+                gpu_memory_fraction=config.gpu_memory_fraction,
                 judge=OpenAIChatJudge(config.judge) if config.judge else None,
             )
         )

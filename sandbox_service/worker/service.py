@@ -67,12 +67,25 @@ class ServiceProcess:
         self.restarts += 1
         return f"{how}: {tail}" if tail.strip() else how
 
+    def _send(self, message: dict) -> Child:
+        """Deliver to a live process: one that died between requests is replaced first, not blamed."""
+        for attempt in range(2):
+            child = self._ensure()
+            if child.returncode() is not None:
+                self._discard()
+                continue
+            try:
+                child.send(message)
+                return child
+            except OSError:
+                self._discard()  # its end of the pipe is gone: it died while idle
+        raise ServiceFailure(f"the {self.name} process cannot be reached")
+
     def request(self, message: dict, timeout_s: float) -> dict:
         """Send one request and wait for its answer. Call with `lock` held."""
-        child = self._ensure()
         request_id = next(self._ids)
+        child = self._send({**message, "type": "request", "id": request_id})
         try:
-            child.send({**message, "type": "request", "id": request_id})
             answer = child.receive(timeout=timeout_s)
         except TimeoutError:
             self._discard()

@@ -176,7 +176,8 @@ class Zygote:
         self._closed = True
         if self._sock is not None:
             try:
-                self._sock.close()  # the template exits when its socket closes
+                self._sock.shutdown(socket.SHUT_RDWR)  # the template exits at end of file on its socket
+                self._sock.close()
             except OSError:
                 pass
         if self._popen is not None:

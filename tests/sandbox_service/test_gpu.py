@@ -85,3 +85,59 @@ def test_a_cache_that_skips_kernels_when_timed_is_caught(gpu_lane):
     result = run_isolated(REFERENCE, gpu_fixture("cache_by_input_object"), OPTIONS, gpu_lane)
     assert result.status == Status.CHEAT, (result.status, result.error)
     assert "work-skipped-when-timed" in {v.rule for v in result.violations}
+
+
+# --- the process model on a GPU -------------------------------------------------------------------------------
+def _judge_counts(lane, key_hint: str | None = None) -> dict:
+    import collections
+
+    total = collections.Counter()
+    for judge in lane.judges:
+        with judge.lock:
+            total.update(judge.request({"op": "stats"}, 30)["counts"])
+    return dict(total)
+
+
+def test_the_reference_is_timed_once_for_a_group(gpu_lane):
+    reference = REFERENCE.replace("return [0.5]", "return [0.75]")  # a task the judges have not seen
+    before = _judge_counts(gpu_lane)
+    first = evaluate(reference, CORRECT, OPTIONS, gpu_lane)
+    second = evaluate(reference, CORRECT, OPTIONS, gpu_lane)
+    after = _judge_counts(gpu_lane)
+    assert first.status == second.status == Status.OK, (first.error, second.error)
+    assert after.get("time_miss", 0) - before.get("time_miss", 0) == 1
+    assert after.get("time_hit", 0) - before.get("time_hit", 0) == 1
+    assert first.ref_time_us == second.ref_time_us  # the cached figure
+
+
+LARGE = REFERENCE.replace("N = 4096", "N = 1 << 22")  # 8 x 4M floats: 128 MB of outputs per trial
+
+
+def test_large_outputs_go_to_the_judge_through_cuda_ipc(gpu_lane):
+    from sandbox_service.lane import IPC_MIN_BYTES
+
+    assert 8 * (1 << 22) * 4 >= IPC_MIN_BYTES
+    result = evaluate(LARGE, CORRECT, OPTIONS, gpu_lane)
+    assert result.status == Status.OK, result.error
+    assert gpu_lane.ipc_min_bytes == IPC_MIN_BYTES  # no fall-back to files happened
+    wrong = evaluate(LARGE, INCORRECT, OPTIONS, gpu_lane)
+    assert wrong.status == Status.INCORRECT, wrong.error
+
+
+def test_candidates_load_launchers_built_by_the_trusted_builder(gpu_lane):
+    assert gpu_lane.builder is not None
+    before = len(list((gpu_lane.work_root / "trusted-builds").glob("*/*.so")))
+    assert evaluate(REFERENCE, CORRECT, OPTIONS, gpu_lane).status == Status.OK
+    built = list((gpu_lane.work_root / "trusted-builds").glob("*/*.so"))
+    assert built and len(built) >= before
+
+
+def test_validation_times_the_reference_and_applies_the_floor(gpu_lane):
+    from sandbox_service.options import ValidateOptions
+    from sandbox_service.validation import validate
+
+    ok = validate(LARGE, [], ValidateOptions(timing_runs=20), gpu_lane)
+    assert ok.ok, ok.reason
+    assert ok.ref_timing is not None and ok.ref_timing.median_us > 0 and ok.input_sets[0].peak_memory_mb > 0
+    too_fast = validate(REFERENCE, [], ValidateOptions(timing_runs=20, min_ref_time_us=1e6), gpu_lane)
+    assert too_fast.status.value == "invalid" and "below" in too_fast.reason

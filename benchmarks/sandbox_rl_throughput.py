@@ -1,0 +1,179 @@
+"""Sandbox throughput on RL-sized problems: evaluations per minute with and without timing, side by side
+with a baseline server (another checkout of the sandbox, e.g. the previous design) in the same job.
+
+Five small KernelBench-style problems x four distinct honest candidates (benchmarks/rl_problems.py), each
+submitted `--repeats` times, all at once through the gRPC client as a trainer would send a batch. Every
+verdict must be `ok`. Reported per server and phase: evaluations per minute, the verdicts, and where the
+time went (medians of the layers the sandbox reports, and the queueing beyond them).
+
+On the CPU (`--size cpu`, the Triton interpreter) the job also measures the floor the issue sets: a design
+that starts a fresh Python with torch and Triton per evaluation can do at most 60 s x cores / (that start-up
+time) evaluations per minute; the ratio to it is printed.
+
+    python benchmarks/sandbox_rl_throughput.py --size gpu --baseline-root /path/to/old/checkout --out r.json
+    python benchmarks/sandbox_rl_throughput.py --size cpu --repeats 3          # the CPU figure and its floor
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+for path in (REPO_ROOT, REPO_ROOT / "benchmarks"):
+    if str(path) not in sys.path:
+        sys.path.insert(0, str(path))
+
+from rl_problems import cases  # noqa: E402
+from sandbox_service.client import Pair, SandboxClient  # noqa: E402
+from sandbox_service.options import EvalOptions  # noqa: E402
+from sandbox_service.results import Status  # noqa: E402
+
+LAYERS = ("reference", "compile", "runtime", "correctness", "timing")
+WARMUP_REFERENCE = "import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n    def forward(self, x):\n" \
+                   "        return x * 3.0\n\n\ndef get_inputs():\n    return [torch.randn(8, 64)]\n\n\n" \
+                   "def get_init_inputs():\n    return []\n"
+
+
+def import_floor_s(runs: int = 3) -> float:
+    """Median wall time of a fresh `python -c "import torch, triton"` (what a process-per-evaluation design pays)."""
+    times = []
+    for _ in range(runs):
+        started = time.monotonic()
+        subprocess.run([sys.executable, "-c", "import torch, triton"], check=True)
+        times.append(time.monotonic() - started)
+    return statistics.median(times)
+
+
+class Server:
+    """`python -m sandbox_service serve` from a given checkout, on a free port; stopped on exit."""
+
+    def __init__(self, root: Path, backend: str, workers: int, extra: list[str] = ()):
+        self.dir = Path(tempfile.mkdtemp(prefix="tritonrl-bench-server-"))
+        ready = self.dir / "ready.json"
+        env = {**os.environ, "PYTHONPATH": str(root)}
+        command = [sys.executable, "-m", "sandbox_service", "serve", "--host", "127.0.0.1", "--port", "0",
+                   "--backend", backend, "--workers", str(workers), "--queue", "1024", "--ready-file", str(ready),
+                   "--exit-on-stdin-eof", *extra]
+        self.log = open(self.dir / "server.log", "wb")
+        self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=self.log, stderr=subprocess.STDOUT,
+                                        env=env, cwd=root)
+        deadline = time.monotonic() + 300
+        while not ready.exists():
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"server from {root} did not start: {(self.dir / 'server.log').read_text()[-3000:]}")
+            time.sleep(0.1)
+        self.address = json.loads(ready.read_text())["address"]
+
+    def close(self) -> None:
+        try:
+            self.process.stdin.close()
+            self.process.wait(timeout=60)
+        except (OSError, subprocess.TimeoutExpired):
+            self.process.kill()
+        self.log.close()
+
+
+def run_batch(client: SandboxClient, items: list, options: EvalOptions, concurrency: int) -> dict[str, Any]:
+    pairs = [Pair(c.reference, c.candidate, options) for c in items]
+    started = time.monotonic()
+    results = dict(client.evaluate_many(pairs, max_concurrency=concurrency))
+    wall = time.monotonic() - started
+    statuses: dict[str, int] = {}
+    for result in results.values():
+        statuses[result.status.value] = statuses.get(result.status.value, 0) + 1
+    layer = {name: [l.duration_s for r in results.values() for l in r.layers if l.name == name] for name in LAYERS}
+    failures = [f"{items[i].problem}/{items[i].variant}: {r.status.value}: {r.error[:300]}"
+                for i, r in sorted(results.items()) if r.status != Status.OK]
+    return {
+        "evaluations": len(items),
+        "wall_s": round(wall, 2),
+        "per_minute": round(len(items) / wall * 60, 1),
+        "statuses": statuses,
+        "all_ok": statuses.get("ok", 0) == len(items),
+        "median_duration_s": round(statistics.median(r.duration_s for r in results.values()), 3),
+        "median_layer_s": {name: round(statistics.median(v), 4) for name, v in layer.items() if v},
+        "failures": failures[:10],
+    }
+
+
+def measure(label: str, address: str, size: str, repeats: int, phases: list[str], concurrency: int,
+            budget_s: float | None) -> dict[str, Any]:
+    work = [c for _ in range(repeats) for c in cases(size)]
+    out: dict[str, Any] = {"server": label}
+    with SandboxClient([address], timeout_s=3600) as client:
+        client.evaluate(WARMUP_REFERENCE, cases(size)[0].candidate.replace("tl.maximum(x, 0.0)", "x * 3.0"),
+                        EvalOptions(trials=1, time=False))
+        for phase in phases:
+            items = work
+            if budget_s is not None and label != "new":
+                items = work[: max(len(cases(size)), int(len(work) * 0.25))]  # the slow baseline gets a quarter
+            options = EvalOptions(trials=5, time=phase == "timed")
+            out[phase] = run_batch(client, items, options, concurrency)
+            print(f"[{label}] {phase}: {out[phase]['evaluations']} evaluations in {out[phase]['wall_s']} s -> "
+                  f"{out[phase]['per_minute']}/min; {out[phase]['statuses']}; layers {out[phase]['median_layer_s']}",
+                  flush=True)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size", choices=("gpu", "cpu"), default="gpu")
+    parser.add_argument("--backend", default="auto", choices=("auto", "cuda", "interpreter"))
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 2)
+    parser.add_argument("--repeats", type=int, default=5, help="times each of the 20 candidates is submitted")
+    parser.add_argument("--phases", default="timed,untimed", help="comma-separated: timed, untimed")
+    parser.add_argument("--baseline-root", type=Path, help="a checkout whose sandbox_service is the baseline")
+    parser.add_argument("--baseline-workers", type=int, help="workers of the baseline server (default: --workers)")
+    parser.add_argument("--time-budget", type=float, help="give the baseline a quarter of the work")
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args(argv)
+    phases = [p for p in args.phases.split(",") if p]
+    report: dict[str, Any] = {"size": args.size, "workers": args.workers, "repeats": args.repeats,
+                              "cores": os.cpu_count(), "candidates": len(cases(args.size))}
+    if args.size == "cpu":
+        floor = import_floor_s()
+        report["import_s"] = round(floor, 3)
+        report["floor_per_minute"] = round(60 * (os.cpu_count() or 1) / floor, 1)
+        print(f"floor: a fresh python + torch + triton import takes {floor:.2f} s -> at most "
+              f"{report['floor_per_minute']} evaluations/min on {os.cpu_count()} cores for a process-per-evaluation design")
+    concurrency = 4 * args.workers
+    servers = [("new", REPO_ROOT, args.workers)]
+    if args.baseline_root:
+        servers.append(("baseline", args.baseline_root.resolve(), args.baseline_workers or args.workers))
+    for label, root, workers in servers:
+        server = Server(root, args.backend, workers)
+        try:
+            report[label] = measure(label, server.address, args.size, args.repeats, phases, concurrency,
+                                    args.time_budget)
+        finally:
+            server.close()
+    lines = []
+    for phase in phases:
+        new = report["new"][phase]["per_minute"]
+        line = f"{phase}: new {new}/min"
+        if "baseline" in report:
+            old = report["baseline"][phase]["per_minute"]
+            report[f"ratio_{phase}"] = round(new / old, 2)
+            line += f", baseline {old}/min, ratio {new / old:.1f}x"
+        if "floor_per_minute" in report:
+            report[f"floor_ratio_{phase}"] = round(new / report["floor_per_minute"], 2)
+            line += f", {new / report['floor_per_minute']:.2f}x the process-per-evaluation floor"
+        lines.append(line)
+    print("\n".join(lines))
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(report, indent=2) + "\n")
+    return 0 if all(report["new"][p]["all_ok"] for p in phases) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,50 @@
+"""The lane's long-lived processes: candidate processes used once, judges that cache and restart."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+from sandbox_cases import CORRECT, FAST, INCORRECT, REFERENCE
+from sandbox_service.evaluation import evaluate
+from sandbox_service.results import Status
+
+
+def _judge_stats(lane) -> dict:
+    judge = lane.judges[0]
+    with judge.lock:
+        return judge.request({"op": "stats"}, 30)
+
+
+def test_candidate_processes_are_never_handed_out_twice(cpu_lane):
+    first = cpu_lane.candidates.acquire()
+    second = cpu_lane.candidates.acquire()
+    try:
+        assert first.pid != second.pid
+    finally:
+        first.close()
+        second.close()
+    assert first.returncode() is not None and second.returncode() is not None
+
+
+def test_a_group_of_candidates_prepares_the_reference_once(cpu_lane):
+    before = _judge_stats(cpu_lane)["counts"]
+    reference = REFERENCE.replace("return [0.5]", "return [0.25]")  # a task the judge has not seen
+    for candidate in (CORRECT, INCORRECT, CORRECT):
+        evaluate(reference, candidate, FAST, cpu_lane)
+    after = _judge_stats(cpu_lane)["counts"]
+    assert after.get("prepare_miss", 0) - before.get("prepare_miss", 0) == 1
+    assert after.get("prepare_hit", 0) - before.get("prepare_hit", 0) == 2
+
+
+def test_a_killed_judge_is_restarted_and_trusts_nothing_from_before(cpu_lane):
+    assert evaluate(REFERENCE, CORRECT, FAST, cpu_lane).status == Status.OK
+    judge = cpu_lane.judges[0]
+    generation = judge.generation
+    os.kill(judge._child.pid, signal.SIGKILL)
+    after = evaluate(REFERENCE, CORRECT, FAST, cpu_lane)
+    assert after.status == Status.OK, after.error
+    assert evaluate(REFERENCE, INCORRECT, FAST, cpu_lane).status == Status.INCORRECT
+    assert judge.generation == generation + 1
+    stats = _judge_stats(cpu_lane)["counts"]
+    assert stats.get("prepare_miss", 0) >= 1  # the new judge computed the reference again

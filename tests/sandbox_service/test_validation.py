@@ -1,0 +1,65 @@
+"""Validate: a reference checked against itself in a fresh process; every way a task can be bad is named."""
+
+from __future__ import annotations
+
+import pytest
+
+from sandbox_cases import REFERENCE
+from sandbox_service.options import InputSet, ValidateOptions
+from sandbox_service.results import ValidationStatus
+from sandbox_service.validation import validate
+
+OPTIONS = ValidateOptions(seeds=3, timeout_s=60, memory_limit_mb=4096)
+
+
+def _variant(forward_body: str) -> str:
+    """The scaled-add reference with another forward body."""
+    start = REFERENCE.index("    def forward(")
+    end = REFERENCE.index("\n\n", start)
+    head = REFERENCE[start:end].splitlines()[0]
+    return REFERENCE[:start] + head + "\n" + forward_body + REFERENCE[end:]
+
+
+def test_a_good_reference_is_ok_with_a_report_per_input_set(cpu_lane):
+    wide = InputSet("wide", "def get_inputs():\n    return [torch.randn(8, 4096), torch.randn(8, 4096)]\n")
+    result = validate(REFERENCE, [wide], OPTIONS, cpu_lane)
+    assert result.status == ValidationStatus.OK, result.reason
+    assert [r.name for r in result.input_sets] == ["default", "wide"]
+    report = result.input_sets[0]
+    assert report.ok and report.deterministic and report.varies_with_seed and report.finite and not report.degenerate
+    assert report.output_shapes and report.output_dtypes == ["float32"] and report.input_bytes > 0
+    assert result.ref_timing is None  # the interpreter times nothing
+
+
+@pytest.mark.parametrize("body, reason", [
+    ("        raise RuntimeError('broken forward')", "raises: RuntimeError: broken forward"),
+    ("        return a * 1e-4", "degenerate outputs"),
+    ("        return self.bias.expand(a.shape[0], -1) * 10", "do not change with the inputs"),
+    ("        return a + torch.randn_like(a)", "not deterministic"),
+    ("        return a / 0.0", "non-finite outputs"),
+])
+def test_a_bad_reference_is_invalid_with_its_reason(cpu_lane, body, reason):
+    result = validate(_variant(body), [], OPTIONS, cpu_lane)
+    assert result.status == ValidationStatus.INVALID
+    assert reason in result.reason, result.reason
+
+
+def test_a_bad_input_set_is_named(cpu_lane):
+    broken = InputSet("broken", "def get_inputs():\n    return [torch.randn(8, 7), torch.randn(8, 7)]\n")
+    result = validate(REFERENCE, [broken], OPTIONS, cpu_lane)
+    assert result.status == ValidationStatus.INVALID and result.reason.startswith("input set broken: raises")
+    assert result.input_sets[0].ok and not result.input_sets[1].ok
+
+
+def test_a_hang_is_a_timeout_and_a_memory_blowup_is_invalid(cpu_lane):
+    hang = validate(_variant("        while True:\n            pass"), [], ValidateOptions(timeout_s=3), cpu_lane)
+    assert hang.status == ValidationStatus.TIMEOUT
+    hog = _variant("        self.hog = torch.ones(64 * 2**20, 16)\n        return a + b")
+    blowup = validate(hog, [], ValidateOptions(timeout_s=60, memory_limit_mb=1024), cpu_lane)
+    assert blowup.status == ValidationStatus.INVALID
+    assert "memory" in blowup.reason, blowup.reason
+
+
+def test_a_module_that_does_not_load_is_invalid(cpu_lane):
+    result = validate("import torch\nraise ImportError('no such thing')\n", [], OPTIONS, cpu_lane)
+    assert result.status == ValidationStatus.INVALID and "does not load" in result.reason
