@@ -193,22 +193,8 @@ class _ShardBuilder:
         base = index * d.chunk_size
         splits = [self.split_of(task) for task in tasks]
         shas = [code_sha(task.code) for task in tasks]
-        drops: dict[int, Drop] = {}
-        hits: dict[int, dict[str, Any]] = {}
-        seen_ids, seen_codes = set(seen_ids), set(seen_codes)
         with timer("decontaminate"):
-            for i, task in enumerate(tasks):
-                hit = self.decontamination.check(task.code)
-                if hit is not None:
-                    hits[i] = hit
-                    drops[i] = Drop(DECONTAMINATE, f"matches a KernelBench problem ({hit['matcher']})")
-                elif task.task_id in seen_ids:
-                    drops[i] = Drop(DUPLICATE, "task_id of an earlier task")
-                elif shas[i] in seen_codes:
-                    drops[i] = Drop(DUPLICATE, "reference code of an earlier task")
-                else:
-                    seen_ids.add(task.task_id)
-                    seen_codes.add(shas[i])
+            drops, hits = self._screen(tasks, shas, set(seen_ids), set(seen_codes))
         live = [i for i in range(len(tasks)) if i not in drops]
         with timer("validate"):
             results = stages.validate(self.client, [tasks[i] for i in live], self.settings.validate_options())
@@ -243,6 +229,26 @@ class _ShardBuilder:
             for i, task in enumerate(tasks)
         ]
         return outcomes, {"shard": index, "tasks": len(tasks), "stages_s": timer.seconds, "retries": retries.counts}
+
+    def _screen(self, tasks: list[GeneratedTask], shas: list[str], seen_ids: set[str], seen_codes: set[str]
+                ) -> tuple[dict[int, Drop], dict[int, dict[str, Any]]]:
+        """(drops, KernelBench hits) by position: KernelBench twins, then repeats of an earlier task's id or
+        reference (earlier shards' tasks are in seen_*, which this shard's tasks are added to)."""
+        drops: dict[int, Drop] = {}
+        hits: dict[int, dict[str, Any]] = {}
+        for i, task in enumerate(tasks):
+            hit = self.decontamination.check(task.code)
+            if hit is not None:
+                hits[i] = hit
+                drops[i] = Drop(DECONTAMINATE, f"matches a KernelBench problem ({hit['matcher']})")
+            elif task.task_id in seen_ids:
+                drops[i] = Drop(DUPLICATE, "task_id of an earlier task")
+            elif shas[i] in seen_codes:
+                drops[i] = Drop(DUPLICATE, "reference code of an earlier task")
+            else:
+                seen_ids.add(task.task_id)
+                seen_codes.add(shas[i])
+        return drops, hits
 
     def _verify(self, stages: StageRunner, tasks: list[GeneratedTask], indices: list[int],
                 solutions: dict[int, TeacherSolution], attempts: dict[int, list[PairAttempt]],
