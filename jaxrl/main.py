@@ -24,6 +24,7 @@ from collections.abc import Callable, Sequence
 
 from jaxrl import distributed
 from jaxrl.config import Config, ConfigError, load_config
+from jaxrl.data.engine.api import EngineUnavailable
 
 DEFAULT_COMMAND = "eval"
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -60,14 +61,13 @@ def _import(module: str, command: str):
 
 
 def run_eval_command(config: Config, args: argparse.Namespace) -> int:
-    from jaxrl.data import load_problems
+    from jaxrl.data.task_source import TaskSelection, load_tasks
     from jaxrl.evaluation.runner import run_eval
     from jaxrl.generators import load_generator, mesh_from_section, resolve_source
 
-    section = config.eval
     # Check the inputs first: a bad selection or model path fails in a second, not after loading the model.
     try:
-        problems = load_problems(section.dataset, section.levels, section.ids, section.cpu_sized)
+        problems = load_tasks(TaskSelection.from_section(config.eval))
         resolve_source(config.model.source)
     except (ValueError, FileNotFoundError) as exc:
         raise ConfigError(str(exc)) from exc
@@ -95,6 +95,10 @@ def run_grpo_command(config: Config, args: argparse.Namespace) -> int:
     return _import("jaxrl.training.grpo_main", "grpo").run(config)
 
 
+def run_data_command(config: Config, args: argparse.Namespace) -> int:
+    return _import("jaxrl.data.engine.data_main", "data").run(config, progress=not args.no_progress)
+
+
 def _eval_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-progress", action="store_true", help="no progress bars on stderr")
 
@@ -119,6 +123,8 @@ COMMANDS: dict[str, Command] = {
                       add_arguments=_sample_arguments, expand_overrides=_sample_aliases),
     "sft": Command("supervised fine-tuning", run_sft_command),
     "grpo": Command("GRPO reinforcement learning with sandbox rewards", run_grpo_command),
+    "data": Command("build verified, decontaminated, split SFT and RL data with the data engine (docs/data.md)",
+                    run_data_command, default_config="data_cpu", add_arguments=_eval_arguments),
 }
 
 
@@ -190,7 +196,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
-    except NotAvailable as exc:
+    except (NotAvailable, EngineUnavailable) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_FAILURE
     except ConfigError as exc:  # a command found its configuration unusable before doing the work

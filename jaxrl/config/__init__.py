@@ -9,6 +9,7 @@ from jaxrl.config.loader import all_keys, dump_config, load_config
 from jaxrl.config.schema import (
     Config,
     ConfigError,
+    DataSection,
     EvalSection,
     MeshSection,
     ModelSection,
@@ -22,6 +23,7 @@ from jaxrl.config.schema import (
 __all__ = [
     "Config",
     "ConfigError",
+    "DataSection",
     "EvalSection",
     "MeshSection",
     "ModelSection",

@@ -28,6 +28,7 @@ AttentionImpl = Literal["reference", "fast", "auto"]
 RematPolicy = Literal["none", "full", "dots"]
 Backend = Literal["auto", "cuda", "interpreter"]
 Policy = Literal["strict", "relaxed"]
+Split = Literal["train", "val", "heldout"]
 
 _NULLS = ("null", "none", "None", "~")
 _HOST_PORT = re.compile(r"^(?P<host>[^\s:]+|\[[0-9a-fA-F:]+\]):(?P<port>\d+)$")
@@ -161,6 +162,16 @@ def _selection_problems(levels: tuple[int, ...], ids: tuple[int, ...] | None) ->
     return problems
 
 
+def _source_problems(section: Any) -> list[str]:
+    """Checks of a task source (the `eval` and `grpo` sections' dataset, split, num_generated)."""
+    problems = []
+    if not section.dataset.strip():
+        problems.append("dataset must be kernelbench, generated or a path")
+    if section.num_generated < 1:
+        problems.append(f"num_generated must be >= 1, got {section.num_generated}")
+    return problems
+
+
 def _plain(value: Any) -> Any:
     if dataclasses.is_dataclass(value):
         return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
@@ -256,23 +267,30 @@ class SampleSection(Section):
 
 @dataclasses.dataclass(frozen=True)
 class EvalSection(Section):
-    """Which KernelBench problems to evaluate and how to report.
+    """Which tasks to evaluate and how to report.
 
-    dataset: JSONL or KernelBench folder (None: the shared dataset, see jaxrl.data.kernelbench);
-    ids: problem ids within the levels (None: all); cpu_sized: the shrunk, validated variant for
-    the Triton interpreter; k: the k of the pass@k-style rates (each <= sampling.num_samples);
-    run_dir: write into this folder instead of <run.output_root>/<run.name>.
+    dataset: `kernelbench` (the shared KernelBench, see jaxrl.data.kernelbench), `generated` (tasks
+    the data engine generates in memory: smoke runs), or a path: a KernelBench JSONL or folder, or a
+    data-engine rl_tasks.jsonl (jaxrl.data.task_source). levels / ids: the KernelBench problems (ids
+    None: all of the levels); cpu_sized: the shrunk variant for the Triton interpreter (KernelBench),
+    or the engine's `cpu` scale (generated). split: keep only tasks of this split (engine tasks; None:
+    all). num_generated / generated_seed: the `generated` source's size and seed. k: the k of the
+    pass@k-style rates (each <= sampling.num_samples); run_dir: write into this folder instead of
+    <run.output_root>/<run.name>.
     """
 
-    dataset: str | None = None
+    dataset: str = "kernelbench"
     levels: tuple[int, ...] = (1, 2)
     ids: tuple[int, ...] | None = None
     cpu_sized: bool = False
+    split: Split | None = None
+    num_generated: int = 16
+    generated_seed: int = 0
     k: tuple[int, ...] = (1,)
     run_dir: str | None = None
 
     def _problems(self) -> list[str]:
-        problems = _selection_problems(self.levels, self.ids)
+        problems = _selection_problems(self.levels, self.ids) + _source_problems(self)
         if not self.k or any(k < 1 for k in self.k):
             problems.append(f"k must be a non-empty list of ints >= 1, got {list(self.k)}")
         return problems
@@ -424,8 +442,11 @@ class CheckpointSection(Section):
 class GRPOSection(Section):
     """GRPO with Hierarchical Reward Decomposition (`python -m jaxrl.main grpo`).
 
-    Tasks: KernelBench-format problems from dataset (None: the shared dataset) at levels/ids, shrunk
-    for the Triton interpreter with cpu_sized. Each step samples group_size completions for each of
+    Tasks (jaxrl.data.task_source): dataset `generated` (the default: num_generated tasks generated
+    in memory by the data engine from generated_seed, at the engine's `cpu` scale with cpu_sized), a
+    data-engine rl_tasks.jsonl path, or `kernelbench` / a KernelBench JSONL or folder at levels/ids
+    (only when asked for: KernelBench is the evaluation benchmark, and training on it is warned
+    about). split: the engine split trained on (train by default; None: every split). Each step samples group_size completions for each of
     tasks_per_step tasks (tasks_per_call tasks per generate call; the sandbox scores one call's
     completions while the next is generated), then makes num_iterations optimizer updates over
     micro-batches of micro_batch_rows sequences (rows padded to a multiple of row_multiple tokens).
@@ -444,10 +465,13 @@ class GRPOSection(Section):
     Logs: log_completions adds each completion's text to its record in the run's rollouts.jsonl.
     """
 
-    dataset: str | None = None
+    dataset: str = "generated"
     levels: tuple[int, ...] = (1, 2)
     ids: tuple[int, ...] | None = None
     cpu_sized: bool = False
+    split: Split | None = "train"
+    num_generated: int = 256
+    generated_seed: int = 0
     group_size: int = 8
     tasks_per_step: int = 32
     tasks_per_call: int = 4
@@ -474,7 +498,7 @@ class GRPOSection(Section):
     seed: int = 0
 
     def _problems(self) -> list[str]:
-        problems = _selection_problems(self.levels, self.ids)
+        problems = _selection_problems(self.levels, self.ids) + _source_problems(self)
         problems += self._at_least(2, "group_size", note=" (a group needs a baseline)")
         problems += self._at_least(1, "tasks_per_step", "tasks_per_call", "max_steps", "num_iterations",
                                    "micro_batch_rows", "row_multiple", "log_every")
@@ -486,6 +510,61 @@ class GRPOSection(Section):
         problems += self._at_least(0, "alpha") + self._in_range("uniform_beta", 0, 1) + self._above(0, "speedup_cap")
         problems += self._in_range("epsilon_low", 0, 1, open_high=True)
         return problems + self._at_least(0, "epsilon_high", "beta")
+
+
+@dataclasses.dataclass(frozen=True)
+class DataSection(Section):
+    """The data engine's build (`python -m jaxrl.main data`, docs/data.md): generated tasks -> verified,
+    decontaminated, split data files in <run.output_root>/<run.name>.
+
+    seed, scale (full | cpu: sizes for the Triton interpreter) and families (None: every family) drive
+    the generator. sft_pairs / rl_tasks: the targets; shard after shard of chunk_size tasks is built
+    until both are met or max_tasks tasks were generated (0: 4 x the larger target). heldout_families /
+    val_families: the families of those splits (None: the engine's default); SFT pairs come from the
+    train split only. validate_seeds: seeds each reference runs with, 2 to 20 (it must be deterministic,
+    change with its inputs and not be degenerate); min_ref_time_us: references faster than this are dropped (GPU only; 0: keep all).
+    inductor: on a GPU, ask TorchInductor for a module where a family has no template or its template
+    failed. tokenizer: counts tokens (a bundled model's name or a tokenizer folder); pairs longer than
+    max_tokens (prompt + completion) are left out. kernelbench: the benchmark decontaminated against
+    (None: the shared KernelBench; a build without it is marked not decontaminated). infra_retries:
+    new attempts after a sandbox infra_error before the build stops (a rerun resumes). The `sandbox`
+    section says where references and pairs run, with max_concurrency requests in flight.
+    """
+
+    seed: int = 0
+    scale: Literal["full", "cpu"] = "full"
+    sft_pairs: int = 10000
+    rl_tasks: int = 2000
+    max_tasks: int = 0
+    families: tuple[str, ...] | None = None
+    heldout_families: tuple[str, ...] | None = None
+    val_families: tuple[str, ...] | None = None
+    chunk_size: int = 256
+    inductor: bool = False
+    tokenizer: str = "smollm2-135m"
+    max_tokens: int = 16384
+    validate_seeds: int = 3
+    min_ref_time_us: float = 0.0
+    kernelbench: str | None = None
+    infra_retries: int = 3
+
+    def _problems(self) -> list[str]:
+        problems = self._at_least(0, "sft_pairs", "rl_tasks", "max_tasks", "min_ref_time_us", "infra_retries")
+        problems += self._at_least(1, "chunk_size", "max_tokens") + self._in_range("validate_seeds", 2, 20)
+        if self.sft_pairs == 0 and self.rl_tasks == 0:
+            problems.append("sft_pairs and rl_tasks are both 0: nothing to build")
+        for name in ("families", "heldout_families", "val_families"):
+            value = getattr(self, name)
+            if value is not None and (not value or any(not f.strip() for f in value)):
+                problems.append(f"{name} must be null or a non-empty list of family names, got {list(value)}")
+        both = set(self.heldout_families or ()) & set(self.val_families or ())
+        if both:
+            problems.append(f"families {sorted(both)} are in both heldout_families and val_families")
+        if not self.tokenizer.strip():
+            problems.append("tokenizer must name a bundled model or a tokenizer folder")
+        if self.kernelbench is not None and not self.kernelbench.strip():
+            problems.append("kernelbench must be null or a path")
+        return problems
 
 
 @dataclasses.dataclass(frozen=True)
@@ -503,6 +582,7 @@ class Config(Section):
     optim: OptimSection = dataclasses.field(default_factory=OptimSection)
     checkpoint: CheckpointSection = dataclasses.field(default_factory=CheckpointSection)
     grpo: GRPOSection = dataclasses.field(default_factory=GRPOSection)
+    data: DataSection = dataclasses.field(default_factory=DataSection)
 
     def _problems(self) -> list[str]:
         if max(self.eval.k) > self.sampling.num_samples:

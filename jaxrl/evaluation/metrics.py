@@ -1,8 +1,9 @@
 """KernelBench metrics from per-sample sandbox verdicts, with several samples per problem.
 
-Input: one `SampleRecord` per (problem, sample): the problem key, its level, the sample index and
-the sandbox's JSON fields (`status`, `valid`, `compiled`, `correct`, `speedup`). Output, per level
-and over all problems:
+Input: one `SampleRecord` per (problem, sample): the problem key, its level (KernelBench) or family
+(data-engine tasks), the sample index and the sandbox's JSON fields (`status`, `valid`, `compiled`,
+`correct`, `speedup`). Output, per level (or per family, `group_by="family"`) and over all problems
+(a problem without a level or family counts only in "all"):
 
 * Per-sample properties, each a yes/no per sample:
     - valid:    passed the format and anti-cheat layers (`valid`);
@@ -46,20 +47,23 @@ class SampleRecord:
     """One evaluated sample: which problem, which sample, and the sandbox's verdict."""
 
     problem: str
-    level: int
+    level: int | None
     sample: int
     status: str
     valid: bool
     compiled: bool
     correct: bool
     speedup: float | None = None
+    family: str | None = None
 
     def __post_init__(self) -> None:
         where = f"sample {self.sample} of {self.problem!r}"
         if not isinstance(self.problem, str) or not self.problem:
             raise ValueError(f"problem key must be a non-empty string, got {self.problem!r}")
-        if isinstance(self.level, bool) or not isinstance(self.level, int) or self.level < 1:
-            raise ValueError(f"{where}: level must be a positive int, got {self.level!r}")
+        if self.level is not None and (isinstance(self.level, bool) or not isinstance(self.level, int) or self.level < 1):
+            raise ValueError(f"{where}: level must be a positive int or None, got {self.level!r}")
+        if self.family is not None and (not isinstance(self.family, str) or not self.family):
+            raise ValueError(f"{where}: family must be a non-empty string or None, got {self.family!r}")
         if isinstance(self.sample, bool) or not isinstance(self.sample, int) or self.sample < 0:
             raise ValueError(f"{where}: sample index must be an int >= 0, got {self.sample!r}")
         status = self.status.value if isinstance(self.status, Status) else self.status
@@ -83,7 +87,8 @@ class SampleRecord:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> SampleRecord:
-        """From a sandbox `--json` object plus `problem`, `level` and `sample`; other keys are ignored."""
+        """From a sandbox `--json` object plus `problem`, `level` and `sample` (and optionally `family`);
+        other keys are ignored."""
         missing = [k for k in ("problem", "level", "sample", "status", "valid", "correct") if k not in data]
         if missing:
             raise ValueError(f"sample record is missing {', '.join(missing)}: {dict(data)!r:.200}")
@@ -96,6 +101,7 @@ class SampleRecord:
             compiled=data.get("compiled", False),
             correct=data["correct"],
             speedup=data.get("speedup"),
+            family=data.get("family"),
         )
 
     @property
@@ -126,7 +132,7 @@ def pass_at_k(n: int, c: int, k: int) -> float:
 
 @dataclasses.dataclass(frozen=True)
 class GroupMetrics:
-    """Metrics of one group of problems (a level, or all of them)."""
+    """Metrics of one group of problems (a level or a family, or all of them)."""
 
     name: str
     problems: int
@@ -148,7 +154,7 @@ class GroupMetrics:
 
 @dataclasses.dataclass(frozen=True)
 class Metrics:
-    """Per-level groups in level order, then the group of all problems ("all")."""
+    """Per-level (or per-family) groups in order, then the group of all problems ("all")."""
 
     ks: tuple[int, ...]
     groups: tuple[GroupMetrics, ...]
@@ -166,28 +172,35 @@ class Metrics:
         return format_table(self, markdown=markdown)
 
 
-def compute_metrics(records: Iterable[SampleRecord | Mapping[str, Any]], ks: Sequence[int] = (1,)) -> Metrics:
-    """Metrics per level and overall; `ks` are the k of the @k rates (1 is always included)."""
+GROUP_BY = ("level", "family")
+
+
+def compute_metrics(records: Iterable[SampleRecord | Mapping[str, Any]], ks: Sequence[int] = (1,),
+                    group_by: str = "level") -> Metrics:
+    """Metrics per level (groups "level N") or per family (groups named by the family), and overall;
+    `ks` are the k of the @k rates (1 is always included)."""
+    if group_by not in GROUP_BY:
+        raise ValueError(f"group_by must be one of {GROUP_BY}, got {group_by!r}")
     ks = tuple(sorted({1, *ks}))
     if any(isinstance(k, bool) or not isinstance(k, int) or k < 1 for k in ks):
         raise ValueError(f"k values must be positive ints, got {list(ks)}")
     by_problem: dict[str, list[SampleRecord]] = defaultdict(list)
     seen: set[tuple[str, int]] = set()
-    levels: dict[str, int] = {}
+    keys: dict[str, Any] = {}
     for item in records:
         record = item if isinstance(item, SampleRecord) else SampleRecord.from_dict(item)
         if (record.problem, record.sample) in seen:
             raise ValueError(f"duplicate record: sample {record.sample} of {record.problem!r}")
         seen.add((record.problem, record.sample))
-        if levels.setdefault(record.problem, record.level) != record.level:
-            first = levels[record.problem]
-            raise ValueError(f"problem {record.problem!r} appears with levels {first} and {record.level}")
+        key = getattr(record, group_by)
+        if keys.setdefault(record.problem, key) != key:
+            raise ValueError(f"problem {record.problem!r} appears with {group_by}s {keys[record.problem]} and {key}")
         by_problem[record.problem].append(record)
     if not by_problem:
         raise ValueError("no sample records to compute metrics from")
     groups = [
-        _group(f"level {level}", {p: s for p, s in by_problem.items() if levels[p] == level}, ks)
-        for level in sorted(set(levels.values()))
+        _group(f"level {key}" if group_by == "level" else key, {p: s for p, s in by_problem.items() if keys[p] == key}, ks)
+        for key in sorted({k for k in keys.values() if k is not None})
     ]
     groups.append(_group("all", by_problem, ks))
     return Metrics(ks, tuple(groups))

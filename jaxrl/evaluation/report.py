@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from jaxrl.config import Config
-from jaxrl.data import Problem
+from jaxrl.data.task_source import TaskSpec
 from jaxrl.evaluation.metrics import Metrics
 from sandbox_service.results import Status
 
@@ -17,7 +17,7 @@ MAX_EXAMPLES = 5
 _EXCERPT_CHARS = 800
 
 
-def per_problem_summary(problems: Sequence[Problem], records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def per_problem_summary(problems: Sequence[TaskSpec], records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """One entry per problem in problem order: sample count, count per status, best speedup of a correct sample."""
     by_problem: dict[str, list[Mapping[str, Any]]] = {p.key: [] for p in problems}
     for record in records:
@@ -31,6 +31,8 @@ def per_problem_summary(problems: Sequence[Problem], records: Sequence[Mapping[s
             "problem": problem.key,
             "name": problem.name,
             "level": problem.level,
+            "family": problem.family,
+            "split": problem.split,
             "samples": len(samples),
             "statuses": {s: statuses[s] for s in STATUS_ORDER if statuses[s]},
             "best_speedup": max(speedups) if speedups else None,
@@ -41,34 +43,41 @@ def per_problem_summary(problems: Sequence[Problem], records: Sequence[Mapping[s
 def write_report(
     path: Path,
     config: Config,
-    problems: Sequence[Problem],
+    problems: Sequence[TaskSpec],
     records: Sequence[Mapping[str, Any]],
     metrics: Metrics,
     timing: Mapping[str, Any],
+    by_family: Metrics | None = None,
 ) -> None:
     sections = [
-        "# KernelBench evaluation",
-        _config_summary(config, len(problems), len(records), timing),
+        "# Evaluation",
+        _config_summary(config, problems, len(records), timing),
         "## Metrics\n\n"
         "Rates are per sample (`@1`) or unbiased pass@k estimates; `speedup` is the geometric mean over\n"
         "correct, timed samples; `-` means undefined (e.g. nothing was timed under the Triton interpreter).\n\n"
         + metrics.table(markdown=True),
+    ]
+    if by_family is not None:
+        sections.append("## Per family\n\nThe same rates with the tasks grouped by operator family.\n\n"
+                        + by_family.table(markdown=True))
+    sections += [
         "## Problems\n\n" + _problem_table(per_problem_summary(problems, records)),
         "## Example failures\n\n" + _examples(records),
     ]
     path.write_text("\n\n".join(sections) + "\n", encoding="utf-8")
 
 
-def _config_summary(config: Config, problems: int, samples: int, timing: Mapping[str, Any]) -> str:
+def _config_summary(config: Config, problems: Sequence[TaskSpec], samples: int, timing: Mapping[str, Any]) -> str:
     s, e, b = config.sampling, config.eval, config.sandbox
     ids = "all" if e.ids is None else ", ".join(map(str, e.ids))
     where = ", ".join(b.targets) if b.targets else f"embedded ({b.workers} worker(s))"
     rate = timing.get("tokens_per_s")
     speed = f" ({rate:.1f} tokens/s)" if rate else ""
+    kernelbench = any(p.level is not None for p in problems)
+    selection = f"levels {', '.join(map(str, e.levels))}; ids {ids}" if kernelbench else f"split {e.split or 'all'}"
     lines = [
         f"- model: `{config.model.source}` ({config.model.dtype})",
-        f"- problems: {problems} (levels {', '.join(map(str, e.levels))}; ids {ids}"
-        f"{'; CPU-sized' if e.cpu_sized else ''}; dataset {e.dataset or 'default'})",
+        f"- problems: {len(problems)} ({selection}{'; CPU-sized' if e.cpu_sized else ''}; dataset {e.dataset})",
         f"- sampling: {s.num_samples} per problem, temperature {s.temperature}, top_p {s.top_p}, top_k {s.top_k},"
         f" max_new_tokens {s.max_new_tokens}, seed {s.seed}",
         f"- sandbox: {where}, backend {b.backend}, policy {b.policy}, {b.trials} trials, timeout {b.timeout_s:g} s",

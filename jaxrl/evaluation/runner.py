@@ -1,4 +1,7 @@
-"""The KernelBench evaluation pipeline: problems -> prompts -> k completions each -> sandbox -> metrics.
+"""The evaluation pipeline: tasks -> prompts -> k completions each -> sandbox -> metrics.
+
+Tasks come from `eval.dataset` (jaxrl.data.task_source): KernelBench by default, a data-engine
+rl_tasks.jsonl, or tasks generated in memory; a task's input sets go to the sandbox with each candidate.
 
 Sandbox evaluations start as soon as a batch of completions is generated, so the sandbox works
 while the policy samples the next batch. Every verdict is appended to `samples.jsonl` (and flushed)
@@ -6,9 +9,11 @@ the moment it arrives, so a run that dies keeps everything evaluated so far. At 
 folder holds:
 
     config.yaml     the resolved config (`python -m jaxrl.main eval --config <it>` repeats the run)
-    samples.jsonl   one line per completion: problem, sample index, completion text, token count,
-                    finish reason and the sandbox verdict (the fields of `sandbox ... check --json`)
-    metrics.json    per-level and overall metrics (jaxrl.evaluation.metrics), per-problem counts, timing
+    samples.jsonl   one line per completion: problem, its level / family / split, sample index,
+                    completion text, token count, finish reason and the sandbox verdict (the fields
+                    of `sandbox ... check --json`)
+    metrics.json    per-level and overall metrics (jaxrl.evaluation.metrics), per-family metrics when
+                    the tasks have families, per-problem counts, timing
     report.md       the same for humans, with a few failures to read
 """
 
@@ -27,7 +32,8 @@ from typing import Any, Protocol
 from tqdm import tqdm
 
 from jaxrl.config import Config, SandboxSection, dump_config
-from jaxrl.data import Problem, build_messages, load_problems
+from jaxrl.data import build_messages
+from jaxrl.data.task_source import TaskSelection, TaskSpec, load_tasks
 from jaxrl.evaluation.metrics import Metrics, compute_metrics
 from jaxrl.evaluation.report import per_problem_summary, write_report
 from jaxrl.evaluation.run_dir import create_run_dir
@@ -95,17 +101,16 @@ def run_eval(
     generator: ChatGenerator,
     client: SandboxClient | None = None,
     progress: bool = True,
-    problems: Sequence[Problem] | None = None,
+    problems: Sequence[TaskSpec] | None = None,
 ) -> EvalRun:
-    """Evaluate `generator` on the configured problems; writes the run folder and returns its metrics.
+    """Evaluate `generator` on the configured tasks; writes the run folder and returns its metrics.
 
     client: a sandbox client to use (left open); None opens one from `config.sandbox` and closes it.
-    problems: evaluate these instead of loading `config.eval`'s selection.
+    problems: evaluate these tasks instead of loading `config.eval`'s selection.
     """
     started = time.monotonic()
     if problems is None:
-        section = config.eval
-        problems = load_problems(section.dataset, section.levels, section.ids, section.cpu_sized)
+        problems = load_tasks(TaskSelection.from_section(config.eval))
     if not problems:
         raise ValueError("no problems to evaluate")
     keys = [p.key for p in problems]
@@ -124,11 +129,14 @@ def run_eval(
             client.close()
 
     metrics = compute_metrics(records, config.eval.k)
+    by_family = compute_metrics(records, config.eval.k, group_by="family") if any(p.family for p in problems) else None
     duration = time.monotonic() - started
     timing = {**generation, "total_s": round(duration, 3)}
     summary = {**metrics.to_dict(), "per_problem": per_problem_summary(problems, records), "timing": timing}
+    if by_family is not None:
+        summary["by_family"] = by_family.to_dict()
     (run_dir / "metrics.json").write_text(json.dumps(summary, indent=2) + "\n")
-    write_report(run_dir / "report.md", config, problems, records, metrics, timing)
+    write_report(run_dir / "report.md", config, problems, records, metrics, timing, by_family)
     return EvalRun(run_dir, metrics, len(problems), len(records), duration)
 
 
@@ -136,7 +144,7 @@ def _sample_and_evaluate(
     config: Config,
     generator: ChatGenerator,
     client: SandboxClient,
-    problems: Sequence[Problem],
+    problems: Sequence[TaskSpec],
     prompts: list[str],
     run_dir: Path,
     progress: bool,
@@ -195,16 +203,14 @@ class _Evaluator:
         self._file = open(run_dir / "samples.jsonl", "w", encoding="utf-8")
         self._bar = bar
 
-    def submit(self, problem: Problem, index: int, completion: Completion) -> None:
+    def submit(self, problem: TaskSpec, index: int, completion: Completion) -> None:
         self._futures.append(self._pool.submit(self._evaluate, problem, index, completion))
 
-    def _evaluate(self, problem: Problem, index: int, completion: Completion) -> None:
+    def _evaluate(self, problem: TaskSpec, index: int, completion: Completion) -> None:
         result = self._verdict(problem, completion)
         record = {
             "problem": problem.key,
-            "level": problem.level,
-            "problem_id": problem.problem_id,
-            "name": problem.name,
+            **problem.metadata(),
             "sample": index,
             "num_tokens": len(completion.token_ids),
             "finish_reason": completion.finish_reason,
@@ -222,13 +228,14 @@ class _Evaluator:
             self._bar.update(1)
             self._bar.set_postfix(ok=self._correct, refresh=False)
 
-    def _verdict(self, problem: Problem, completion: Completion) -> EvalResult:
+    def _verdict(self, problem: TaskSpec, completion: Completion) -> EvalResult:
         if not completion.text.strip():
             # The sandbox refuses empty sources as a malformed request; for a completion it is a format failure.
             violation = Violation("format", "empty-completion", "the completion is empty")
             return EvalResult(Status.FORMAT_ERROR, violations=[violation])
         try:
-            return self._client.evaluate(problem.code, completion.text, self._options, request_id=problem.key)
+            return self._client.evaluate(problem.code, completion.text, self._options, input_sets=problem.input_sets,
+                                         request_id=problem.key)
         except Exception as exc:  # noqa: BLE001 - one bad request must not end the run; it is scored as infra
             return EvalResult(Status.INFRA_ERROR, error=f"sandbox request failed: {type(exc).__name__}: {exc}")
 

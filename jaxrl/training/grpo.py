@@ -57,7 +57,7 @@ from jaxrl.training.rollout_log import RolloutLogger
 from jaxrl.training.sft import BatchOrder, DataPosition
 from jaxrl.training.trainer import LossFn, TrainState, TrainStep, model_from_state
 from sandbox_service.client import SandboxClient
-from sandbox_service.options import EvalOptions
+from sandbox_service.options import EvalOptions, InputSet
 from sandbox_service.results import EvalResult, Status, Violation
 
 log = logging.getLogger(__name__)
@@ -69,11 +69,12 @@ log = logging.getLogger(__name__)
 @dataclasses.dataclass(frozen=True)
 class Task:
     """One RL task: `prompt` is rendered text (chat template applied); `reference` is what the scorer
-    compares against (KernelBench: the PyTorch reference source)."""
+    compares against (the PyTorch reference source); a candidate must also be correct on `input_sets`."""
 
     key: str
     prompt: str
     reference: str
+    input_sets: tuple[InputSet, ...] = ()
 
 
 class Scorer(Protocol):
@@ -117,7 +118,8 @@ class SandboxScorer:
         if not completion.text.strip():
             return EvalResult(Status.FORMAT_ERROR, violations=[Violation("format", "empty-completion", "empty")])
         try:
-            return self.client.evaluate(task.reference, completion.text, self.options, request_id=task.key)
+            return self.client.evaluate(task.reference, completion.text, self.options, input_sets=task.input_sets,
+                                        request_id=task.key)
         except Exception as exc:  # noqa: BLE001 - one failed request is an infra failure, not the run's end
             return EvalResult(Status.INFRA_ERROR, error=f"sandbox request failed: {type(exc).__name__}: {exc}")
 

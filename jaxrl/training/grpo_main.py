@@ -19,14 +19,18 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 
 import jax
 from flax import nnx
 
 from jaxrl.config.loader import dump_config
 from jaxrl.config.schema import Config, ConfigError, GRPOSection, SandboxSection
-from jaxrl.data import build_messages, load_problems
+from jaxrl.data import build_messages
+from jaxrl.data.engine.api import Engine
 from jaxrl.data.prompts import render_prompt
+from jaxrl.data.task_source import KERNELBENCH, TaskSelection, source_kind
+from jaxrl.data.task_source import load_tasks as load_task_specs
 from jaxrl.evaluation.runner import eval_options, open_client
 from jaxrl.generators import mesh_from_section
 from jaxrl.sampling.sampler import Sampler, SamplerConfig, params_from_section
@@ -40,11 +44,13 @@ from jaxrl.training.optim import make_optimizer
 from jaxrl.training.rewards import RewardConfig
 from jaxrl.training.rollout_log import RolloutLogger
 from jaxrl.training.sft_main import (
-    RANDOM_PREFIX, export_policy, find_path, load_policy, load_policy_tokenizer, policy_config, run_directory,
+    RANDOM_PREFIX, export_policy, load_policy, load_policy_tokenizer, policy_config, run_directory,
     start_training,
 )
 from jaxrl.training.trainer import TrainStep, model_from_state
 from sandbox_service.client import SandboxClient
+
+log = logging.getLogger(__name__)
 
 
 def run(config: Config) -> int:
@@ -138,13 +144,22 @@ def open_scorer(sandbox: SandboxSection, timed: bool) -> tuple[SandboxClient, Sa
     return client, SandboxScorer(client, options, sandbox.max_concurrency)
 
 
-def load_tasks(settings: GRPOSection, tokenizer) -> list[Task]:
-    """The configured KernelBench-format problems as tasks, prompted exactly as evaluation prompts them."""
-    source = None if settings.dataset is None else find_path(settings.dataset)
-    problems = load_problems(source, settings.levels, settings.ids, settings.cpu_sized)
-    if not problems:
+def load_tasks(settings: GRPOSection, tokenizer, engine: Engine | None = None) -> list[Task]:
+    """The configured tasks (`jaxrl.data.task_source`) with their input sets, prompted exactly as evaluation
+    prompts them. Training on KernelBench is allowed but warned about: it is the evaluation benchmark.
+    engine: the generator of the `generated` source (None: the real one)."""
+    selection = TaskSelection.from_section(settings)
+    try:
+        if source_kind(selection.dataset) == KERNELBENCH:
+            log.warning("grpo.dataset=%s: training on KernelBench, the benchmark `eval` reports on; its scores are "
+                        "no longer held out (the default, dataset=generated, trains on the data engine's tasks)",
+                        selection.dataset)
+        tasks = load_task_specs(selection, engine)
+    except (ValueError, FileNotFoundError) as exc:
+        raise ConfigError(f"grpo: {exc}") from exc
+    if not tasks:
         raise ConfigError("grpo: the task selection is empty")
-    return [Task(p.key, render_prompt(tokenizer, build_messages(p.code)), p.code) for p in problems]
+    return [Task(t.key, render_prompt(tokenizer, build_messages(t.code)), t.code, t.input_sets) for t in tasks]
 
 
 def timing_available(settings: GRPOSection, sandbox: SandboxSection) -> bool:

@@ -148,7 +148,7 @@ def test_eval_checks_problems_and_model_source_before_loading_anything(monkeypat
 def test_help_lists_the_commands(capsys):
     assert cli.main(["--help"]) == 0
     out = capsys.readouterr().out
-    assert all(name in out for name in ("eval", "sample", "sft", "grpo"))
+    assert all(name in out for name in ("eval", "sample", "sft", "grpo", "data"))
     assert cli.main(["eval", "--help"]) == 0
     assert "--no-progress" in capsys.readouterr().out
 

@@ -125,16 +125,18 @@ class FakeClient:
 
     def __init__(self, delay_s: float = 0.0, fail_on: str | None = None):
         self.requests: list[tuple[str, str, object]] = []
+        self.input_sets: list[tuple] = []
         self.delay_s = delay_s
         self.fail_on = fail_on
         self._lock = threading.Lock()
 
-    def evaluate(self, reference, candidate, options=None, *, timeout_s=None, request_id=""):
+    def evaluate(self, reference, candidate, options=None, *, input_sets=(), timeout_s=None, request_id=""):
         time.sleep(self.delay_s)
         if self.fail_on is not None and self.fail_on in candidate:
             raise ConnectionError("the server went away")
         with self._lock:
             self.requests.append((reference, candidate, options))
+            self.input_sets.append(tuple(input_sets))
         good = "GOOD" in candidate
         status = Status.OK if good else Status.INCORRECT
         return EvalResult(status, correct=good, valid=True, compiled=True, trials=2, trials_passed=2 if good else 0)
@@ -231,3 +233,30 @@ def test_the_sandbox_section_maps_onto_eval_options(kernelbench_path, tmp_path):
     options = eval_options(_config(kernelbench_path, tmp_path, "sandbox.policy=relaxed").sandbox)
     assert (options.trials, options.timeout_s, options.policy) == (2, 120.0, Policy.RELAXED)
     assert options.candidate_format == CandidateFormat.COMPLETION
+
+
+def test_engine_tasks_are_evaluated_with_their_input_sets_and_grouped_by_family(tmp_path):
+    from jaxrl.data.task_source import TaskSpec
+    from sandbox_service.options import InputSet
+
+    sets = (InputSet("wide", "def get_inputs():\n    return []\n"),)
+    tasks = [TaskSpec("relu-1", "torch.relu 1", sets, "relu", "relu", "val", "easy"),
+             TaskSpec("relu-2", "torch.relu 2", sets, "relu", "relu", "val", "easy"),
+             TaskSpec("tanh-1", "torch.tanh 1", sets, "tanh", "tanh", "heldout", "hard")]
+    config = load_config(None, ["sampling.num_samples=2", "sampling.batch_size=2", "eval.k=[1,2]",
+                                f"run.output_root={tmp_path}", "run.name=engine"])
+    generator = ScriptedGenerator({"torch.relu": ["GOOD", "bad"], "torch.tanh": ["bad", "bad"]})
+    client = FakeClient()
+    run = run_eval(config, generator, client=client, progress=False, problems=tasks)
+
+    assert client.input_sets == [sets] * 6
+    records = _read_samples(run)
+    assert {(r["problem"], r["family"], r["split"], r["level"]) for r in records} == {
+        ("relu-1", "relu", "val", None), ("relu-2", "relu", "val", None), ("tanh-1", "tanh", "heldout", None)}
+    metrics = json.loads(run.metrics_path.read_text())
+    assert [g["name"] for g in metrics["groups"]] == ["all"]  # no levels
+    by_family = {g["name"]: g for g in metrics["by_family"]["groups"]}
+    assert by_family["relu"]["rates"]["1"]["correct"] == 0.5 and by_family["tanh"]["rates"]["1"]["correct"] == 0.0
+    assert by_family["all"]["problems"] == 3
+    report = run.report_path.read_text()
+    assert "## Per family" in report and "| relu | 2 | 4 |" in report and "split all" in report

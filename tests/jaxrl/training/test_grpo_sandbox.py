@@ -108,11 +108,13 @@ def test_one_step_through_the_interpreter_sandbox(kernelbench_path, tmp_path):
 
 @pytest.mark.slow
 def test_tiny_cpu_config_runs(kernelbench_path, tmp_path):
-    """`python -m jaxrl.main grpo --config configs/tiny_cpu_grpo.yaml` in-process, with its run folder."""
+    """`python -m jaxrl.main grpo --config configs/tiny_cpu_grpo.yaml` in-process, with its run folder, on two
+    CPU-sized KernelBench problems instead of the config's generated tasks."""
     from jaxrl.training import grpo_main
 
     config = load_config("configs/tiny_cpu_grpo.yaml", [
-        f"grpo.dataset={kernelbench_path}", f"run.output_root={tmp_path}", "run.name=tiny", "grpo.max_steps=1",
+        f"grpo.dataset={kernelbench_path}", "grpo.levels=[1]", "grpo.ids=[19,21]", f"run.output_root={tmp_path}",
+        "run.name=tiny", "grpo.max_steps=1",
         "checkpoint.export_hf=false",
     ])
     assert grpo_main.run(config) == 0
@@ -125,7 +127,8 @@ def test_tiny_cpu_config_runs(kernelbench_path, tmp_path):
 
     # The same run.name with more steps resumes after the checkpoint and appends one line.
     config = load_config("configs/tiny_cpu_grpo.yaml", [
-        f"grpo.dataset={kernelbench_path}", f"run.output_root={tmp_path}", "run.name=tiny", "grpo.max_steps=2",
+        f"grpo.dataset={kernelbench_path}", "grpo.levels=[1]", "grpo.ids=[19,21]", f"run.output_root={tmp_path}",
+        "run.name=tiny", "grpo.max_steps=2",
         "checkpoint.export_hf=false",
     ])
     assert grpo_main.run(config) == 0

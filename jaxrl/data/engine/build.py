@@ -1,0 +1,427 @@
+"""The data engine's build: generated tasks -> decontaminated, validated, verified, split data files.
+
+Per shard (`shards.py`): generate `chunk_size` tasks -> drop KernelBench twins (`kernelbench_corpus`)
+and repeats of earlier tasks -> assign splits -> validate every reference in the sandbox -> verify the
+teacher pair of every validated train task (correctness only, strict policy, on the task's input sets
+too) -> on a GPU with `inductor`, ask TorchInductor for a module where the template is missing or
+failed and verify it the same way -> count the tokens of each verified pair -> write the shard's
+outcomes. Shards are built in order until the verified pairs within `max_tokens` and the validated tasks
+reach the targets (or the generation budget is spent). The outputs are then the first `sft_pairs` pairs
+and `rl_tasks` tasks in task order over those shards: `sft.jsonl`, `rl_tasks.jsonl`, `card.md` and
+`summary.json` (the only file with timings), written together and atomically.
+
+Nothing in the outputs depends on timing or on the order in which sandbox calls finish, so a build that
+was interrupted and rerun writes the same bytes as one that was not. Two separate builds differ only in
+the validation measurements of rl_tasks.jsonl (peak memory, and the reference time on a GPU), which vary
+from run to run as measurements do.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import hashlib
+import logging
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+from jaxrl.config.schema import Config, DataSection
+from jaxrl.data.engine.api import Engine, SplitFn, check_families
+from jaxrl.data.engine.card import CardHeader, render_card, terminal_summary
+from jaxrl.data.engine.kernelbench_corpus import Corpus, Decontamination
+from jaxrl.data.engine.outcomes import (
+    DECONTAMINATE, DUPLICATE, INDUCTOR, VALIDATE, Drop, PairAttempt, TaskOutcome,
+)
+from jaxrl.data.engine.rows import answer_text, inductor_solution, pair_tokens, prompt_messages, rl_row, sft_row
+from jaxrl.data.engine.sandbox_api import BuildClient, status_name
+from jaxrl.data.engine.shards import ShardStore, shard_families, shard_seed
+from jaxrl.data.engine.stages import Retries, StageRunner
+from jaxrl.data.engine.stats import BuildStats, compute_stats
+from jaxrl.data.engine.tasks import GeneratedTask, TeacherSolution
+from jaxrl.data.engine.tokens import TokenCounter
+from jaxrl.data.engine.writing import commit, json_text, jsonl_text
+from sandbox_service.options import CandidateFormat, EvalOptions, Policy, ValidateOptions
+from sandbox_service.results import EvalResult
+
+log = logging.getLogger(__name__)
+
+FORMAT_VERSION = 1
+OUTPUTS = ("sft.jsonl", "rl_tasks.jsonl", "card.md", "summary.json")
+_REASON_CHARS = 300
+
+
+@dataclasses.dataclass(frozen=True)
+class BuildSettings:
+    """The `data` section plus what the build takes from `sandbox`; gpu: the sandbox runs CUDA (it times
+    references and has Inductor), as opposed to the CPU interpreter."""
+
+    data: DataSection
+    trials: int = 5
+    timeout_s: float = 180.0
+    concurrency: int = 8
+    gpu: bool = False
+
+    @classmethod
+    def from_config(cls, config: Config, gpu: bool) -> BuildSettings:
+        s = config.sandbox
+        return cls(config.data, s.trials, s.timeout_s, s.max_concurrency, gpu)
+
+    @property
+    def max_shards(self) -> int:
+        budget = self.data.max_tasks or 4 * max(self.data.sft_pairs, self.data.rl_tasks)
+        return max(1, -(-budget // self.data.chunk_size))
+
+    @property
+    def use_inductor(self) -> bool:
+        return self.data.inductor and self.gpu
+
+    def validate_options(self) -> ValidateOptions:
+        return ValidateOptions(seeds=self.data.validate_seeds, time=self.gpu,
+                               min_ref_time_us=self.data.min_ref_time_us, timeout_s=self.timeout_s)
+
+    def verify_options(self) -> EvalOptions:
+        return EvalOptions(trials=self.trials, time=False, timeout_s=self.timeout_s, policy=Policy.STRICT,
+                           candidate_format=CandidateFormat.COMPLETION)
+
+    def family_order(self, engine: Engine) -> list[str]:
+        """The families shards draw from, in round-robin order: data.families, else all of the engine's."""
+        return list(self.data.families) if self.data.families is not None else engine.family_names()
+
+    def fingerprint(self, engine: Engine, corpus: Corpus, tokenizer: str) -> dict[str, Any]:
+        """What decides a shard's content. The targets, the budget, max_tokens and the sandbox's
+        concurrency and timeouts do not: changing them reuses the shards already built."""
+        d = self.data
+        return {
+            "format": FORMAT_VERSION,
+            "generator": engine.generator_name,
+            "seed": d.seed,
+            "scale": d.scale,
+            "families": self.family_order(engine),
+            "heldout_families": d.heldout_families,
+            "val_families": d.val_families,
+            "chunk_size": d.chunk_size,
+            "validate_seeds": d.validate_seeds,
+            "min_ref_time_us": d.min_ref_time_us,
+            "gpu": self.gpu,
+            "inductor": self.use_inductor,
+            "trials": self.trials,
+            "tokenizer": tokenizer,
+            "kernelbench": corpus.digest,
+        }
+
+
+@dataclasses.dataclass(frozen=True)
+class BuildResult:
+    run_dir: Path
+    stats: BuildStats
+    summary: dict[str, Any]
+    report: str  # the terminal summary
+
+
+def build(settings: BuildSettings, run_dir: Path, client: BuildClient, engine: Engine, tokens: TokenCounter,
+          corpus: Corpus, progress: bool = True) -> BuildResult:
+    """Build (or resume building) the data set in `run_dir`; see the module docstring."""
+    d = settings.data
+    split_of = resolve_splits(engine, d)
+    started = time.monotonic()
+    store = ShardStore(run_dir, settings.fingerprint(engine, corpus, tokens.name))
+    store.open()
+    shard_builder = _ShardBuilder(settings, client, engine, tokens, Decontamination(corpus, engine), split_of,
+                                  progress)
+    selection = _Selection(d)
+    timings: list[dict[str, Any]] = []
+    resumed = 0
+    bar = tqdm(total=d.sft_pairs or d.rl_tasks, desc="sft pairs" if d.sft_pairs else "rl tasks", unit="pair",
+               disable=not progress)
+    try:
+        for index in range(settings.max_shards):
+            if store.done(index):
+                outcomes = [TaskOutcome.from_dict(row) for row in store.read(index)]
+                timing = store.timing(index)
+                resumed += 1
+            else:
+                outcomes, timing = shard_builder.build(index, selection.seen_ids, selection.seen_codes)
+                store.write(index, [o.to_dict() for o in outcomes], timing)
+            selection.add(outcomes)
+            timings.append(timing)
+            bar.n = min(selection.sft_count if d.sft_pairs else selection.rl_count, bar.total)
+            bar.set_postfix(shard=index, rl=f"{selection.rl_count}/{d.rl_tasks}", refresh=True)
+            if selection.targets_met():
+                break
+    finally:
+        bar.close()
+    return _write_outputs(settings, run_dir, engine, tokens, corpus, selection, timings, resumed,
+                          time.monotonic() - started)
+
+
+def resolve_splits(engine: Engine, data: DataSection) -> SplitFn:
+    """The split of each task under the data section's family lists (the engine's defaults where null);
+    ValueError for a family the engine does not have, or lists its split plan refuses."""
+    for key in ("families", "heldout_families", "val_families"):
+        check_families(engine, getattr(data, key), f"data.{key}")
+    return engine.splitter(data.heldout_families, data.val_families)
+
+
+class _ShardBuilder:
+    """Builds one shard's outcomes (see the module docstring)."""
+
+    def __init__(self, settings: BuildSettings, client: BuildClient, engine: Engine, tokens: TokenCounter,
+                 decontamination: Decontamination, split_of: SplitFn, progress: bool):
+        self.settings = settings
+        self.client = client
+        self.engine = engine
+        self.tokens = tokens
+        self.decontamination = decontamination
+        self.split_of = split_of
+        self.family_order = settings.family_order(engine)
+        self.progress = progress
+
+    def build(self, index: int, seen_ids: set[str], seen_codes: set[str]) -> tuple[list[TaskOutcome], dict[str, Any]]:
+        d = self.settings.data
+        timer = _Timer()
+        retries = Retries()
+        stages = StageRunner(self.settings.concurrency, d.infra_retries, retries, self.progress)
+        with timer("generate"):
+            families = shard_families(self.family_order, index, d.chunk_size)
+            tasks = self.engine.generate_tasks(shard_seed(d.seed, index), d.chunk_size, d.scale, families)
+        if len(tasks) != d.chunk_size:
+            raise RuntimeError(f"the generator made {len(tasks)} tasks for shard {index}, asked for {d.chunk_size}")
+        base = index * d.chunk_size
+        splits = [self.split_of(task) for task in tasks]
+        shas = [code_sha(task.code) for task in tasks]
+        with timer("decontaminate"):
+            drops, hits = self._screen(tasks, shas, set(seen_ids), set(seen_codes))
+        live = [i for i in range(len(tasks)) if i not in drops]
+        with timer("validate"):
+            results = stages.validate(self.client, [tasks[i] for i in live], self.settings.validate_options())
+        validations = {}
+        for i, result in zip(live, results):
+            if status_name(result.status) == "ok":
+                validations[i] = result
+            else:
+                drops[i] = Drop(VALIDATE, _short(f"{status_name(result.status)}: {result.reason or 'no reason given'}"))
+        train = [i for i in validations if splits[i] == "train"]
+        attempts: dict[int, list[PairAttempt]] = {i: [] for i in train}
+        verified: dict[int, tuple[TeacherSolution, EvalResult]] = {}
+        templated = [i for i in train if tasks[i].solution is not None]
+        with timer("verify"):
+            self._verify(stages, tasks, templated, {i: tasks[i].solution for i in templated}, attempts, verified,
+                         "verify")
+        if self.settings.use_inductor:
+            with timer("inductor"):
+                self._inductor(stages, tasks, [i for i in train if i not in verified], attempts, verified)
+        rows: dict[int, dict[str, Any]] = {}
+        with timer("tokenize"):
+            for i, (solution, verdict) in sorted(verified.items()):
+                counts = self.tokens.count(prompt_messages(tasks[i]), answer_text(solution))
+                rows[i] = sft_row(tasks[i], splits[i], solution, verdict, counts)
+        outcomes = [
+            TaskOutcome(
+                index=base + i, task_id=task.task_id, family=task.family, split=splits[i], code_sha=shas[i],
+                drop=drops.get(i), decontam=hits.get(i),
+                rl_row=rl_row(task, splits[i], validations[i]) if i in validations else None,
+                attempts=tuple(attempts.get(i, ())), sft_row=rows.get(i),
+            )
+            for i, task in enumerate(tasks)
+        ]
+        return outcomes, {"shard": index, "tasks": len(tasks), "stages_s": timer.seconds, "retries": retries.counts}
+
+    def _screen(self, tasks: list[GeneratedTask], shas: list[str], seen_ids: set[str], seen_codes: set[str]
+                ) -> tuple[dict[int, Drop], dict[int, dict[str, Any]]]:
+        """(drops, KernelBench hits) by position: KernelBench twins, then repeats of an earlier task's id or
+        reference (earlier shards' tasks are in seen_*, which this shard's tasks are added to)."""
+        drops: dict[int, Drop] = {}
+        hits: dict[int, dict[str, Any]] = {}
+        for i, task in enumerate(tasks):
+            hit = self.decontamination.check(task.code)
+            if hit is not None:
+                hits[i] = hit
+                drops[i] = Drop(DECONTAMINATE, f"matches a KernelBench problem ({hit['matcher']})")
+            elif task.task_id in seen_ids:
+                drops[i] = Drop(DUPLICATE, "task_id of an earlier task")
+            elif shas[i] in seen_codes:
+                drops[i] = Drop(DUPLICATE, "reference code of an earlier task")
+            else:
+                seen_ids.add(task.task_id)
+                seen_codes.add(shas[i])
+        return drops, hits
+
+    def _verify(self, stages: StageRunner, tasks: list[GeneratedTask], indices: list[int],
+                solutions: dict[int, TeacherSolution], attempts: dict[int, list[PairAttempt]],
+                verified: dict[int, tuple[TeacherSolution, EvalResult]], stage: str) -> None:
+        pairs = [(tasks[i], solutions[i]) for i in indices]
+        for i, result in zip(indices, stages.verify(self.client, pairs, self.settings.verify_options(), stage)):
+            status = status_name(result.status)
+            attempts[i].append(PairAttempt(solutions[i].origin, status, "" if status == "ok" else _eval_reason(result)))
+            if status == "ok":
+                verified[i] = (solutions[i], result)
+
+    def _inductor(self, stages: StageRunner, tasks: list[GeneratedTask], indices: list[int],
+                  attempts: dict[int, list[PairAttempt]], verified: dict[int, tuple[TeacherSolution, EvalResult]]
+                  ) -> None:
+        modules = {}
+        for i, result in zip(indices, stages.inductor(self.client, [tasks[i] for i in indices])):
+            if status_name(result.status) == "ok" and result.source.strip():
+                modules[i] = inductor_solution(tasks[i], result)
+            else:
+                reason = result.reason or ("an empty module" if status_name(result.status) == "ok" else "")
+                status = "failed" if status_name(result.status) == "ok" else status_name(result.status)
+                attempts[i].append(PairAttempt(INDUCTOR, status, _short(reason)))
+        self._verify(stages, tasks, sorted(modules), modules, attempts, verified, "verify-inductor")
+
+
+class _Selection:
+    """The outcomes of the shards so far, in task order, and the rows they give."""
+
+    def __init__(self, data: DataSection):
+        self.data = data
+        self.outcomes: list[TaskOutcome] = []
+        self.shards = 0
+        self.seen_ids: set[str] = set()
+        self.seen_codes: set[str] = set()
+        self.sft_count = 0
+        self.rl_count = 0
+
+    def add(self, outcomes: list[TaskOutcome]) -> None:
+        self.outcomes += outcomes
+        self.shards += 1
+        for o in outcomes:
+            if o.drop is None or o.drop.stage == VALIDATE:  # what later tasks must not repeat
+                self.seen_ids.add(o.task_id)
+                self.seen_codes.add(o.code_sha)
+        self.sft_count += sum(1 for o in outcomes if o.sft_row is not None and self._fits(o.sft_row))
+        self.rl_count += sum(1 for o in outcomes if o.rl_row is not None)
+
+    def _fits(self, row: dict[str, Any]) -> bool:
+        return pair_tokens(row) <= self.data.max_tokens
+
+    def targets_met(self) -> bool:
+        return self.sft_count >= self.data.sft_pairs and self.rl_count >= self.data.rl_tasks
+
+    def sft_rows(self) -> list[dict[str, Any]]:
+        rows = [o.sft_row for o in self.outcomes if o.sft_row is not None and self._fits(o.sft_row)]
+        return rows[: self.data.sft_pairs]
+
+    def rl_rows(self) -> list[dict[str, Any]]:
+        return [o.rl_row for o in self.outcomes if o.rl_row is not None][: self.data.rl_tasks]
+
+
+def _write_outputs(settings: BuildSettings, run_dir: Path, engine: Engine, tokens: TokenCounter, corpus: Corpus,
+                   selection: _Selection, timings: list[dict[str, Any]], resumed: int,
+                   wall_s: float) -> BuildResult:
+    d = settings.data
+    sft_rows, rl_rows = selection.sft_rows(), selection.rl_rows()
+    stats = compute_stats(selection.outcomes, selection.shards, d.max_tokens, sft_rows, rl_rows)
+    header = CardHeader(
+        generator=engine.generator_name, seed=d.seed, scale=d.scale, families=d.families,
+        split_rule=_split_text(d), targets=(d.sft_pairs, d.rl_tasks), max_tokens=d.max_tokens,
+        tokenizer=tokens.name, verification=_verification_text(settings), decontamination=_corpus_text(corpus),
+        decontaminated=corpus.found,
+        sandbox=sorted({f"{r['validation']['backend']}/{r['validation']['device']}" for r in rl_rows}),
+    )
+    timing = _timing(timings, resumed, wall_s, len(sft_rows))
+    summary = {
+        "decontaminated": corpus.found,
+        "kernelbench": {"where": corpus.where, "found": corpus.found, "problems": len(corpus.problems),
+                        "levels": corpus.levels},
+        "targets": {"sft_pairs": d.sft_pairs, "rl_tasks": d.rl_tasks},
+        "targets_met": len(sft_rows) >= d.sft_pairs and len(rl_rows) >= d.rl_tasks,
+        "settings": settings.fingerprint(engine, corpus, tokens.name),
+        "counts": stats.to_dict(),
+        "reference_time_us": _quantiles([r["validation"]["ref_time_us"] for r in rl_rows]),
+        "timing": timing,
+    }
+    t0 = time.perf_counter()
+    commit({
+        run_dir / "sft.jsonl": jsonl_text(sft_rows),
+        run_dir / "rl_tasks.jsonl": jsonl_text(rl_rows),
+        run_dir / "card.md": render_card(header, stats),
+    })
+    timing["stages_s"]["write"] = round(time.perf_counter() - t0, 3)  # summary["timing"] is this dict
+    commit({run_dir / "summary.json": json_text(summary)})
+    if not corpus.found:
+        log.warning("NOT DECONTAMINATED: %s", _corpus_text(corpus))
+    if not summary["targets_met"]:
+        log.warning("targets not met after %d shards (data.max_tasks budget): %d/%d SFT pairs, %d/%d RL tasks; raise "
+                    "data.max_tasks and rerun to extend the build", selection.shards, len(sft_rows), d.sft_pairs,
+                    len(rl_rows), d.rl_tasks)
+    return BuildResult(run_dir, stats, summary, terminal_summary(stats, timing, header))
+
+
+def _timing(timings: list[dict[str, Any]], resumed: int, wall_s: float, pairs: int) -> dict[str, Any]:
+    """Seconds per stage and infra retries per stage summed over the shards used (resumed ones included)."""
+    stages: dict[str, float] = {}
+    retries: dict[str, int] = {}
+    for timing in timings:
+        for stage, seconds in timing.get("stages_s", {}).items():
+            stages[stage] = stages.get(stage, 0.0) + seconds
+        for stage, count in timing.get("retries", {}).items():
+            retries[stage] = retries.get(stage, 0) + count
+    busy_s = sum(stages.values())
+    return {
+        "stages_s": {k: round(v, 3) for k, v in stages.items()},
+        "retries": retries,
+        "shards_resumed": resumed,
+        "this_run_s": round(wall_s, 3),
+        "pairs_per_minute": round(pairs / (busy_s / 60), 2) if busy_s else None,
+    }
+
+
+def code_sha(code: str) -> str:
+    return hashlib.sha256(code.encode()).hexdigest()[:16]
+
+
+def _split_text(data: DataSection) -> str:
+    parts = []
+    for name, families in (("heldout", data.heldout_families), ("val", data.val_families)):
+        parts.append(f"{name}: " + ("the engine's default families" if families is None else ", ".join(families)))
+    return "; ".join(parts)
+
+
+def _verification_text(settings: BuildSettings) -> str:
+    inductor = "on" if settings.use_inductor else ("off (needs a GPU sandbox)" if settings.data.inductor else "off")
+    return (f"the SFT completion text through the sandbox, strict policy, correctness only, {settings.trials} "
+            f"trial(s), on the task's own inputs and each input set; Inductor modules: {inductor}")
+
+
+def _corpus_text(corpus: Corpus) -> str:
+    if not corpus.found:
+        return f"KernelBench was not found at {corpus.where}, so nothing was checked against it."
+    levels = ", ".join(map(str, corpus.levels))
+    return f"checked against all {len(corpus.problems)} KernelBench problems (levels {levels})"
+
+
+def _eval_reason(result: EvalResult) -> str:
+    if result.violations:
+        v = result.violations[0]
+        return _short(f"{v.layer}/{v.rule}: {v.message}")
+    return _short(result.error or "no reason given")
+
+
+def _short(text: str) -> str:
+    first = text.strip().splitlines()[0] if text.strip() else ""
+    return first[:_REASON_CHARS]
+
+
+def _quantiles(values: list[float | None]) -> dict[str, float] | None:
+    timed = sorted(v for v in values if v is not None)
+    if not timed:
+        return None
+    return {"min": timed[0], "median": timed[len(timed) // 2], "max": timed[-1]}
+
+
+class _Timer:
+    def __init__(self):
+        self.seconds: dict[str, float] = {}
+
+    @contextlib.contextmanager
+    def __call__(self, stage: str) -> Iterator[None]:
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[stage] = self.seconds.get(stage, 0.0) + time.perf_counter() - t0

@@ -1,0 +1,113 @@
+"""The sandbox stages of a shard: validate references, verify teacher pairs, ask Inductor for modules.
+
+Each stage keeps up to `concurrency` calls in flight and returns results in input order, so what a shard
+holds does not depend on which call finished first. A result with status `infra_error` is the sandbox's
+fault, not the task's: the call is made again, up to `retries` more times, and counted. If it still
+fails the build stops (`InfraFailure`) rather than record a verdict that depends on the sandbox's luck;
+finished shards are kept and a rerun resumes. Any exception (an interrupt, a broken client) cancels the
+calls not yet started and propagates. That is why the stages make single `validate` / `evaluate` calls
+on their own pool rather than use `validate_many` / `evaluate_many`, whose pools finish every submitted
+call before an exception gets out.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+from typing import TypeVar
+
+from tqdm import tqdm
+
+from jaxrl.data.engine.rows import answer_text
+from jaxrl.data.engine.sandbox_api import BuildClient, InductorResult, status_name
+from jaxrl.data.engine.tasks import GeneratedTask, TeacherSolution
+from sandbox_service.options import EvalOptions, ValidateOptions
+from sandbox_service.results import EvalResult, ValidationResult
+
+Item = TypeVar("Item")
+Result = TypeVar("Result")
+INFRA = "infra_error"
+
+
+class InfraFailure(RuntimeError):
+    """The sandbox kept failing on one call; rerunning the build resumes after the last finished shard."""
+
+
+@dataclasses.dataclass
+class Retries:
+    """Calls made again after an infra_error, per stage (thread-safe counts)."""
+
+    counts: dict[str, int] = dataclasses.field(default_factory=dict)
+    _lock: threading.Lock = dataclasses.field(default_factory=threading.Lock, repr=False)
+
+    def add(self, stage: str) -> None:
+        with self._lock:
+            self.counts[stage] = self.counts.get(stage, 0) + 1
+
+
+@dataclasses.dataclass(frozen=True)
+class StageRunner:
+    concurrency: int
+    retries: int
+    counter: Retries
+    progress: bool = True
+
+    def run(self, stage: str, items: Sequence[Item], call: Callable[[Item], Result],
+            is_infra: Callable[[Result], bool], describe: Callable[[Item], str]) -> list[Result]:
+        if not items:
+            return []
+        results: list[Result | None] = [None] * len(items)
+
+        def attempt(index: int) -> None:
+            for _ in range(self.retries + 1):
+                result = call(items[index])
+                if not is_infra(result):
+                    results[index] = result
+                    return
+                self.counter.add(stage)
+            raise InfraFailure(f"{stage}: the sandbox returned infra_error for {describe(items[index])} "
+                               f"{self.retries + 1} times ({_reason(result)}); finished shards are kept, "
+                               "rerun the same command to resume")
+
+        pool = ThreadPoolExecutor(max_workers=min(self.concurrency, len(items)), thread_name_prefix=f"data-{stage}")
+        bar = tqdm(total=len(items), desc=stage, unit="call", leave=False, disable=not self.progress)
+        try:
+            pending = {pool.submit(attempt, i) for i in range(len(items))}
+            while pending:
+                done, pending = wait(pending, return_when=FIRST_EXCEPTION)
+                for future in done:
+                    future.result()  # re-raises the first failure
+                bar.update(len(done))
+        except BaseException:
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
+        finally:
+            bar.close()
+        pool.shutdown()
+        return results  # type: ignore[return-value]
+
+    def validate(self, client: BuildClient, tasks: Sequence[GeneratedTask],
+                 options: ValidateOptions) -> list[ValidationResult]:
+        return self.run("validate", tasks, lambda t: client.validate(t.code, t.input_sets, options),
+                        lambda r: status_name(r.status) == INFRA, lambda t: f"task {t.task_id}")
+
+    def verify(self, client: BuildClient, pairs: Sequence[tuple[GeneratedTask, TeacherSolution]],
+               options: EvalOptions, stage: str = "verify") -> list[EvalResult]:
+        """Each pair's completion text (`rows.answer_text`) against its task, on the task's input sets too."""
+
+        def call(pair: tuple[GeneratedTask, TeacherSolution]) -> EvalResult:
+            task, solution = pair
+            return client.evaluate(task.code, answer_text(solution), options, input_sets=task.input_sets)
+
+        return self.run(stage, pairs, call, lambda r: status_name(r.status) == INFRA,
+                        lambda p: f"the {p[1].origin} pair of task {p[0].task_id}")
+
+    def inductor(self, client: BuildClient, tasks: Sequence[GeneratedTask]) -> list[InductorResult]:
+        return self.run("inductor", tasks, lambda t: client.inductor(t.code), lambda r: False,
+                        lambda t: f"task {t.task_id}")
+
+
+def _reason(result: object) -> str:
+    return getattr(result, "reason", "") or getattr(result, "error", "") or "no reason given"
