@@ -82,11 +82,23 @@ class Server:
         self.log.close()
 
 
+def cpu_times() -> tuple[float, float]:
+    """(busy, total) jiffies of all cores from /proc/stat (0, 0 where it does not exist)."""
+    try:
+        fields = [float(v) for v in open("/proc/stat").readline().split()[1:]]
+    except OSError:
+        return 0.0, 0.0
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0.0)
+    return sum(fields) - idle, sum(fields)
+
+
 def run_batch(client: SandboxClient, items: list, options: EvalOptions, concurrency: int) -> dict[str, Any]:
     pairs = [Pair(c.reference, c.candidate, options) for c in items]
+    busy0, total0 = cpu_times()
     started = time.monotonic()
     results = dict(client.evaluate_many(pairs, max_concurrency=concurrency))
     wall = time.monotonic() - started
+    busy1, total1 = cpu_times()
     statuses: dict[str, int] = {}
     for result in results.values():
         statuses[result.status.value] = statuses.get(result.status.value, 0) + 1
@@ -100,6 +112,7 @@ def run_batch(client: SandboxClient, items: list, options: EvalOptions, concurre
         "statuses": statuses,
         "all_ok": statuses.get("ok", 0) == len(items),
         "median_duration_s": round(statistics.median(r.duration_s for r in results.values()), 3),
+        "cpu_busy": round((busy1 - busy0) / (total1 - total0), 3) if total1 > total0 else None,
         "median_layer_s": {name: round(statistics.median(v), 4) for name, v in layer.items() if v},
         "failures": failures[:10],
     }
@@ -114,12 +127,13 @@ def measure(label: str, address: str, size: str, repeats: int, phases: list[str]
                         EvalOptions(trials=1, time=False))
         for phase in phases:
             items = work
-            if budget_s is not None and label != "new":
+            if budget_s is not None and label == "baseline":
                 items = work[: max(len(cases(size)), int(len(work) * 0.25))]  # the slow baseline gets a quarter
             options = EvalOptions(trials=5, time=phase == "timed")
             out[phase] = run_batch(client, items, options, concurrency)
             print(f"[{label}] {phase}: {out[phase]['evaluations']} evaluations in {out[phase]['wall_s']} s -> "
-                  f"{out[phase]['per_minute']}/min; {out[phase]['statuses']}; layers {out[phase]['median_layer_s']}",
+                  f"{out[phase]['per_minute']}/min; {out[phase]['statuses']}; CPU busy {out[phase]['cpu_busy']}; "
+                  f"median duration {out[phase]['median_duration_s']} s; layers {out[phase]['median_layer_s']}",
                   flush=True)
     return out
 
@@ -129,6 +143,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--size", choices=("gpu", "cpu"), default="gpu")
     parser.add_argument("--backend", default="auto", choices=("auto", "cuda", "interpreter"))
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 2)
+    parser.add_argument("--also-workers", default="", help="comma-separated other worker counts to measure the "
+                                                             "new server at (reported as new@N)")
     parser.add_argument("--repeats", type=int, default=5, help="times each of the 20 candidates is submitted")
     parser.add_argument("--phases", default="timed,untimed", help="comma-separated: timed, untimed")
     parser.add_argument("--baseline-root", type=Path, help="a checkout whose sandbox_service is the baseline")
@@ -145,14 +161,14 @@ def main(argv: list[str] | None = None) -> int:
         report["floor_per_minute"] = round(60 * (os.cpu_count() or 1) / floor, 1)
         print(f"floor: a fresh python + torch + triton import takes {floor:.2f} s -> at most "
               f"{report['floor_per_minute']} evaluations/min on {os.cpu_count()} cores for a process-per-evaluation design")
-    concurrency = 4 * args.workers
     servers = [("new", REPO_ROOT, args.workers)]
+    servers += [(f"new@{n}", REPO_ROOT, int(n)) for n in args.also_workers.split(",") if n]
     if args.baseline_root:
         servers.append(("baseline", args.baseline_root.resolve(), args.baseline_workers or args.workers))
     for label, root, workers in servers:
         server = Server(root, args.backend, workers)
         try:
-            report[label] = measure(label, server.address, args.size, args.repeats, phases, concurrency,
+            report[label] = measure(label, server.address, args.size, args.repeats, phases, 4 * workers,
                                     args.time_budget)
         finally:
             server.close()

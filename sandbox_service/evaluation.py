@@ -335,8 +335,9 @@ class _Evaluation:
             self.result.error = truncate(finish.error)
         finally:
             if self.child is not None:
+                self.child.kill(wait=False)
                 self.result.stdout_tail = truncate(self.child.output(), 2000)
-                self.child.close()
+                self.child.close(wait=False)
             shutil.rmtree(self.job_dir, ignore_errors=True)
 
     def _run(self) -> None:

@@ -29,8 +29,8 @@ log = logging.getLogger(__name__)
 CANDIDATE, VALIDATOR, JUDGE, BUILDER = "candidate", "validator", "judge", "builder"
 CUDA_CHILD_THREADS = 4
 # CUDA IPC instead of a file for a trial's outputs from this size up (the copy through host memory and a
-# file costs about a second per GB; the IPC hand-over costs milliseconds).
-IPC_MIN_BYTES = 64 << 20
+# file costs about a second per GB; the IPC hand-over costs a round trip of milliseconds).
+IPC_MIN_BYTES = 1 << 20
 CONTEXT_BYTES = 640 << 20
 JUDGE_MEMORY_LIMIT_MB = 96 * 1024
 BUILD_TIMEOUT_S = 120.0

@@ -46,7 +46,7 @@ class SchedulerConfig:
     gpus: tuple[int, ...] = ()
     workers_per_lane: int = 2
     queue_capacity: int = 64
-    warm_per_lane: int | None = None  # candidate processes kept forked and ready; default = workers_per_lane
+    warm_per_lane: int | None = None  # candidate processes kept forked and ready; default = 2 x workers_per_lane
     work_root: Path | None = None
     judges_per_lane: int | None = None  # default: 2 on a GPU, 1 on the CPU
     gpu_memory_fraction: float = 0.9  # of each GPU, for evaluations (less when a trainer shares the GPU)
@@ -102,7 +102,8 @@ class Scheduler:
         self.config = config
         self._owned_root = config.work_root is None
         self.work_root = Path(config.work_root or tempfile.mkdtemp(prefix="tritonrl-sandbox-", dir=_memory_backed_dir()))
-        warm = config.workers_per_lane if config.warm_per_lane is None else config.warm_per_lane
+        # Ready processes hide a fork and a CUDA context (about a second) behind the evaluations in flight.
+        warm = 2 * config.workers_per_lane if config.warm_per_lane is None else config.warm_per_lane
         devices = config.gpus if config.backend == "cuda" else (None,)
         self.lanes = [Lane.create(config.backend, gpu, warm, self.work_root, config.judge, config.judges_per_lane,
                                   config.gpu_memory_fraction) for gpu in devices]

@@ -248,22 +248,33 @@ class Child:
     def thaw(self) -> None:
         self._signal(signal.SIGCONT)
 
-    def kill(self) -> None:
+    def kill(self, wait: bool = True) -> None:
+        """SIGKILL the process group; with `wait`, until the template reports the exit (at most 10 s)."""
         with self._lock:
-            if self._killed:
-                return
+            first = not self._killed
             self._killed = True
-        self._watchdog_stop.set()
-        self._signal(signal.SIGKILL)
-        self._signal(signal.SIGCONT)  # a stopped process dies only once it runs again
-        self._exit.wait(10.0)
+        if first:
+            self._watchdog_stop.set()
+            self._signal(signal.SIGKILL)
+            self._signal(signal.SIGCONT)  # a stopped process dies only once it runs again
+        if wait:
+            self._exit.wait(10.0)
 
-    def close(self) -> None:
-        """Kill, close descriptors and delete the private directory."""
+    def close(self, wait: bool = True) -> None:
+        """Kill, close descriptors and delete the private directory. Without `wait` the process is killed
+        now and the rest happens on a background thread (a CUDA process takes a moment to die, and the
+        evaluation that used it need not wait for that)."""
         if self._closed:
             return
         self._closed = True
-        self.kill()
+        self.kill(wait=False)
+        if wait:
+            self._finish_close()
+        else:
+            threading.Thread(target=self._finish_close, name="child-reaper", daemon=True).start()
+
+    def _finish_close(self) -> None:
+        self._exit.wait(10.0)
         for fd in (self._ctrl_write, self._report_read):
             try:
                 os.close(fd)
