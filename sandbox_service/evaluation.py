@@ -98,13 +98,22 @@ class JudgeLink:
         self.options = options
         self.service = lane.judge_for(problem.key)
         self.prepared: dict | None = None
+        self.wall_s = 0.0  # time in judge calls, queueing included
+        self.service_s = 0.0  # of which the judge itself worked
 
     def _call(self, message: dict, timeout_s: float, gated: bool = True) -> dict:
-        if gated:
-            with self.lane.gate.shared(), self.service.lock:
-                return self.service.request(message, timeout_s)
-        with self.service.lock:
-            return self.service.request(message, timeout_s)
+        started = time.monotonic()
+        try:
+            if gated:
+                with self.lane.gate.shared(), self.service.lock:
+                    answer = self.service.request(message, timeout_s)
+            else:
+                with self.service.lock:
+                    answer = self.service.request(message, timeout_s)
+        finally:
+            self.wall_s += time.monotonic() - started
+        self.service_s += float(answer.get("duration_s", 0.0))
+        return answer
 
     def prepare(self) -> dict:
         for attempt in range(2):
@@ -326,6 +335,19 @@ class _Evaluation:
         self.handover_changed: list[tuple[int, int]] = []
         self.seen: dict[str, dict] = {}
         self.child: Child | None = None
+        self.acquire_s = 0.0
+        self.build_s = 0.0
+
+    def _record_costs(self) -> None:
+        """Where the evaluation waited (layers named after the resource, for benchmarks and debugging)."""
+        ready = f"; its process was ready {self.child.ready_after_s:.2f} s after being asked" if self.child else ""
+        self.result.layers.append(LayerResult("process", Outcome.PASSED, round(self.acquire_s, 6),
+                                              f"waiting for a ready candidate process{ready}"))
+        self.result.layers.append(LayerResult("judge", Outcome.PASSED, round(self.judge.wall_s, 6),
+                                              f"judge work {self.judge.service_s:.4f} s, the rest queueing"))
+        if self.build_s:
+            self.result.layers.append(LayerResult("build", Outcome.PASSED, round(self.build_s, 6),
+                                                  "waiting for trusted launcher builds"))
 
     def run(self) -> None:
         try:
@@ -334,6 +356,7 @@ class _Evaluation:
             self.result.status = finish.status
             self.result.error = truncate(finish.error)
         finally:
+            self._record_costs()
             if self.child is not None:
                 self.child.kill(wait=False)
                 self.result.stdout_tail = truncate(self.child.output(), 2000)
@@ -376,7 +399,9 @@ class _Evaluation:
         }
 
     def _with_candidate(self, prepared: dict) -> None:
+        waited = time.monotonic()
         self.child = child = self.lane.candidates.acquire()
+        self.acquire_s = time.monotonic() - waited
         child.watch_memory(self.options.memory_limit_mb)
         nonce = secrets.token_hex(16)
         messages = MessageStream(child, nonce)
@@ -400,6 +425,7 @@ class _Evaluation:
             elif kind == "build_request":
                 waited = time.monotonic()
                 child.send({"type": "build_result", "path": self.lane.build(message)})
+                self.build_s += time.monotonic() - waited
                 deadline.extend(time.monotonic() - waited)
             elif kind == "trial_outputs":
                 waited = time.monotonic()

@@ -30,7 +30,8 @@ CANDIDATE, VALIDATOR, JUDGE, BUILDER = "candidate", "validator", "judge", "build
 CUDA_CHILD_THREADS = 4
 # CUDA IPC instead of a file for a trial's outputs from this size up (the copy through host memory and a
 # file costs about a second per GB; the IPC hand-over costs a round trip of milliseconds).
-IPC_MIN_BYTES = 1 << 20
+# Measured on an H100: for 16 MB outputs IPC was slower than files (the judge maps and unmaps every handle).
+IPC_MIN_BYTES = 256 << 20
 CONTEXT_BYTES = 640 << 20
 JUDGE_MEMORY_LIMIT_MB = 96 * 1024
 BUILD_TIMEOUT_S = 120.0
@@ -89,7 +90,7 @@ class Lane:
 
             free, total = torch.cuda.mem_get_info(gpu or 0)
             memory = int(min(free, total * gpu_memory_fraction))
-        return cls(LaneConfig(backend, gpu, Path(work_root), warm=warm, judges=judges or (2 if backend == "cuda" else 1),
+        return cls(LaneConfig(backend, gpu, Path(work_root), warm=warm, judges=judges or (4 if backend == "cuda" else 1),
                               gpu_memory_bytes=memory, llm_judge=llm_judge))
 
     # -- processes -----------------------------------------------------------------------------

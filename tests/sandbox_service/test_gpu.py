@@ -110,13 +110,13 @@ def test_the_reference_is_timed_once_for_a_group(gpu_lane):
     assert first.ref_time_us == second.ref_time_us  # the cached figure
 
 
-LARGE = REFERENCE.replace("torch.randn(8, N), torch.randn(8, N)", "torch.randn(8192, N), torch.randn(8192, N)")
+LARGE = REFERENCE.replace("torch.randn(8, N), torch.randn(8, N)", "torch.randn(16384, N), torch.randn(16384, N)")
 
 
 def test_large_outputs_go_to_the_judge_through_cuda_ipc(gpu_lane):
     from sandbox_service.lane import IPC_MIN_BYTES
 
-    assert "8192" in LARGE and 8192 * 4096 * 4 >= IPC_MIN_BYTES  # 128 MB of outputs per trial
+    assert "16384" in LARGE and 16384 * 4096 * 4 >= IPC_MIN_BYTES  # 256 MB of outputs per trial
     result = evaluate(LARGE, CORRECT, OPTIONS, gpu_lane)
     assert result.status == Status.OK, result.error
     assert gpu_lane.ipc_min_bytes == IPC_MIN_BYTES  # no fall-back to files happened
