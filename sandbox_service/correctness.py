@@ -27,32 +27,88 @@ def dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
 
+# Comparisons run over flat chunks of this many elements, so that their temporaries stay small (128 MB in
+# float64) even for outputs of many GB: a full-size KernelBench output is 6.4 GB.
+CHUNK = 1 << 24
+
+
+def _pairs(actual: torch.Tensor, expected: torch.Tensor):
+    a, e = actual.reshape(-1), expected.reshape(-1)
+    for start in range(0, e.numel(), CHUNK):
+        yield a[start : start + CHUNK], e[start : start + CHUNK]
+
+
+def _chunks(t: torch.Tensor):
+    flat = t.reshape(-1)
+    for start in range(0, flat.numel(), CHUNK):
+        yield flat[start : start + CHUNK]
+
+
+def _precision(expected: torch.Tensor) -> torch.dtype:
+    return torch.float64 if expected.dtype == torch.float64 else torch.float32
+
+
+def all_finite(t: torch.Tensor) -> bool:
+    """No NaN or Inf (always True for integer and boolean tensors)."""
+    if not (t.is_floating_point() or t.is_complex()):
+        return True
+    return all(bool(torch.isfinite(c).all()) for c in _chunks(t))
+
+
 def within(actual: torch.Tensor, expected: torch.Tensor, atol: float, rtol: float) -> bool:
     if not actual.is_floating_point() and not actual.is_complex():
         return bool(torch.equal(actual, expected))
-    precision = torch.float64 if expected.dtype == torch.float64 else torch.float32
-    a, e = actual.to(precision), expected.to(precision)
-    return bool(((a - e).abs() <= atol + rtol * e.abs()).all())
+    precision = _precision(expected)
+    for a, e in _pairs(actual, expected):
+        a, e = a.to(precision), e.to(precision)
+        if not bool(((a - e).abs() <= atol + rtol * e.abs()).all()):
+            return False
+    return True
+
+
+def _constant_within(value: float, expected: torch.Tensor, atol: float, rtol: float) -> bool:
+    precision = _precision(expected)
+    for e in _chunks(expected):
+        e = e.to(precision)
+        if not bool(((e - value).abs() <= atol + rtol * e.abs()).all()):
+            return False
+    return True
 
 
 def constant_would_pass(expected: torch.Tensor, atol: float, rtol: float) -> bool:
     """Would zeros, or the single best constant, pass `allclose` against this output?"""
     if not expected.is_floating_point() or expected.numel() == 0:
         return False
-    precision = torch.float64 if expected.dtype == torch.float64 else torch.float32
-    e = expected.to(precision)
-    zeros = torch.zeros_like(e)
-    mid = (e.max() + e.min()) / 2  # the constant with the smallest worst-case error
-    return within(zeros, e, atol, rtol) or within(torch.full_like(e, float(mid)), e, atol, rtol)
+    mid = (float(expected.max()) + float(expected.min())) / 2  # the constant with the smallest worst-case error
+    return _constant_within(0.0, expected, atol, rtol) or _constant_within(mid, expected, atol, rtol)
+
+
+def _max_abs_error(actual: torch.Tensor, expected: torch.Tensor) -> float:
+    return max((float((a.to(torch.float64) - e.to(torch.float64)).abs().max()) for a, e in _pairs(actual, expected)),
+               default=0.0)
+
+
+def _l2(actual: torch.Tensor | None, expected: torch.Tensor) -> float:
+    """||actual - expected||_2 (or ||expected||_2 when actual is None), in float64, chunk by chunk."""
+    total = 0.0
+    if actual is None:
+        for e in _chunks(expected):
+            total += float(e.to(torch.float64).square().sum())
+    else:
+        for a, e in _pairs(actual, expected):
+            total += float((a.to(torch.float64) - e.to(torch.float64)).square().sum())
+    return total**0.5
+
+
+def degenerate_flags(outputs: list[torch.Tensor], tolerances: Tolerances) -> list[bool]:
+    """Per output of one trial: True when a constant would pass the tolerance against it."""
+    return [constant_would_pass(o, *tolerances(dtype_name(o.dtype))) for o in outputs]
 
 
 def degenerate_outputs(expected_trials: list[list[torch.Tensor]], tolerances: Tolerances) -> list[bool]:
     """Per output position: True when a constant would pass in every trial."""
-    flags = []
-    for position in range(len(expected_trials[0])):
-        outs = [trial[position] for trial in expected_trials]
-        flags.append(all(constant_would_pass(o, *tolerances(dtype_name(o.dtype))) for o in outs))
-    return flags
+    per_trial = [degenerate_flags(trial, tolerances) for trial in expected_trials]
+    return [all(flags) for flags in zip(*per_trial)]
 
 
 def compare_trial(
@@ -74,23 +130,22 @@ def compare_trial(
         a = a.to(e.device)
         if a.numel() == 0:
             continue
-        if (a.is_floating_point() or a.is_complex()) and not bool(torch.isfinite(a).all()):
+        if not all_finite(a):
             return TrialComparison(False, None, f"{where}: contains NaN or Inf")
         if a.is_floating_point():
-            diff = (a.to(torch.float64) - e.to(torch.float64)).abs()
-            max_abs = max(max_abs, float(diff.max()))
+            max_abs = max(max_abs, _max_abs_error(a, e))
         atol, rtol = tolerances(dtype_name(e.dtype))
         if not within(a, e, atol, rtol):
             return TrialComparison(False, max_abs, f"{where}: not within atol={atol} rtol={rtol}")
         if degenerate[index]:
-            e64, a64 = e.to(torch.float64), a.to(torch.float64)
-            bound = degenerate_rel_l2 * float(torch.linalg.vector_norm(e64))
-            error = float(torch.linalg.vector_norm(a64 - e64))
+            norm = _l2(None, e)
+            bound = degenerate_rel_l2 * norm
+            error = _l2(a, e)
             if error > bound:
                 return TrialComparison(
                     False,
                     max_abs,
                     f"{where}: degenerate problem (a constant would pass the tolerance); "
-                    f"relative L2 error {error / max(bound / degenerate_rel_l2, 1e-300):.3g} > {degenerate_rel_l2}",
+                    f"relative L2 error {error / max(norm, 1e-300):.3g} > {degenerate_rel_l2}",
                 )
     return TrialComparison(True, max_abs)

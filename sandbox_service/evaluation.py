@@ -115,10 +115,13 @@ class JudgeLink:
         self.service_s += float(answer.get("duration_s", 0.0))
         return answer
 
-    def prepare(self) -> dict:
+    def prepare(self, reserve: bool = True) -> dict:
+        """The judge prepares the task. `reserve`: hold GPU memory for it meanwhile; False when the caller
+        already holds the evaluation's reservation (nested reservations could wait on each other forever)."""
         for attempt in range(2):
             try:
-                answer = self._call(self.problem.prepare_request(), self.options.timeout_s)
+                with self.lane.memory.reserve(self.lane.prepare_bytes(self.problem.key) if reserve else 0):
+                    answer = self._call(self.problem.prepare_request(), self.options.timeout_s)
                 break
             except ServiceFailure as exc:
                 # A judge killed under us (memory, a signal) while our request was in flight is tried once more;
@@ -137,6 +140,7 @@ class JudgeLink:
             raise _Finish(Status.INFRA_ERROR, "the reference is not deterministic: a restarted judge computed other "
                                               "inputs or outputs for the same seeds")
         self.prepared = answer
+        self.lane.problem_sizes[self.problem.key] = (int(answer["input_bytes"]), int(answer["output_bytes"]))
         return answer
 
     def compare(self, message: dict) -> dict:
@@ -147,18 +151,31 @@ class JudgeLink:
                 answer = self._call(request, COMPARE_TIMEOUT_S)
             except ServiceFailure as exc:
                 if attempt == 0:
-                    self.prepare()
+                    self.prepare(reserve=False)
                     continue
                 if message["handover"].get("kind") == "ipc":
                     raise _Finish(Status.RUNTIME_ERROR, f"the judge failed twice reading this candidate's outputs: {exc}")
                 raise _Finish(Status.INFRA_ERROR, f"the judge failed while comparing: {exc}") from None
             if answer.get("type") == "unknown_problem":
-                self.prepare()
-                continue
+                answer = self._prepare_and_compare(request)  # evicted or restarted meanwhile: both in one turn
             if answer.get("type") == "error":
                 raise _Finish(Status.INFRA_ERROR, f"reference failed while comparing: {answer.get('error', '')}")
+            if answer.get("type") == "unknown_problem":
+                raise _Finish(Status.INFRA_ERROR, "the judge lost this task while comparing")
             return answer
-        raise _Finish(Status.INFRA_ERROR, "the judge lost this task twice while comparing")
+        raise _Finish(Status.INFRA_ERROR, "the judge failed twice while comparing")
+
+    def _prepare_and_compare(self, request: dict) -> dict:
+        """Prepare again and compare with the judge held throughout, so that nothing evicts the task between."""
+        with self.lane.gate.shared(), self.service.lock:
+            prepared = self.service.request(self.problem.prepare_request(), self.options.timeout_s)
+            if prepared.get("type") != "prepared":
+                return prepared
+            if (prepared["input_fingerprints"] != self.prepared["input_fingerprints"]
+                    or prepared["output_fingerprints"] != self.prepared["output_fingerprints"]):
+                raise _Finish(Status.INFRA_ERROR, "the reference is not deterministic: a restarted judge computed "
+                                                  "other inputs or outputs for the same seeds")
+            return self.service.request(request, COMPARE_TIMEOUT_S)
 
     def time_reference(self, method: str) -> TimingStats:
         request = {"op": "time", "key": self.problem.key, "method": method, "warmup": self.options.warmup_runs,

@@ -75,6 +75,7 @@ class Lane:
             self.builder = ServiceProcess("builder", lambda: self.zygote.spawn(
                 ChildSpec(BUILDER, config.backend, config.gpu, config.work_root),
                 env_extra={"TRITONRL_TRUSTED_BUILDS": str(self._trusted_builds)}))
+        self.problem_sizes: dict[str, tuple[int, int]] = {}  # task key -> (input, output) bytes per trial
         self._builds: dict[str, Future] = {}
         self._builds_lock = threading.Lock()
         self.candidates = CandidatePool(lambda: self.spawn(CANDIDATE), config.warm)
@@ -137,6 +138,14 @@ class Lane:
                 with self._builds_lock:
                     self._builds.pop(key, None)
         return path
+
+    def prepare_bytes(self, key: str) -> int:
+        """GPU memory to hold while the judge prepares a task: its estimate once known; a first preparation
+        of an unknown task takes half the budget (a full-size KernelBench problem can use tens of GB)."""
+        if self.backend != "cuda":
+            return 0
+        sizes = self.problem_sizes.get(key)
+        return self.memory.total // 2 if sizes is None else self.estimate_bytes(*sizes)
 
     def estimate_bytes(self, input_bytes: int, output_bytes: int) -> int:
         """GPU memory one evaluation may hold at once: the candidate's context, pristine and working inputs,

@@ -70,9 +70,12 @@ def _import_triton_compiler() -> None:
 
 
 def _load_triton_driver() -> None:
+    """Build and load Triton's driver utilities (a C module) without asking whether CUDA is there: that
+    question (torch.cuda.is_available) would initialise NVML or the CUDA driver before the fork."""
     import triton
+    from triton.backends.nvidia.driver import CudaDriver
 
-    triton.runtime.driver.active  # noqa: B018 - builds and loads the driver's C utilities (no CUDA init)
+    triton.runtime.driver.set_active(CudaDriver())
 
 
 def set_threads(threads: int) -> None:

@@ -117,14 +117,14 @@ class Judge:
                     [t for t in inputs if isinstance(t, torch.Tensor)]))
                 size = handover.total_bytes(outputs)
                 problem.output_bytes = max(problem.output_bytes, size)
-                trial_flags = [correctness.constant_would_pass(t, *problem.tolerances(correctness.dtype_name(t.dtype)))
-                               for t in outputs]
+                trial_flags = correctness.degenerate_flags(outputs, problem.tolerances)
                 flags = trial_flags if flags is None else [a and b for a, b in zip(flags, trial_flags)]
                 keep = keep and problem.cached_bytes + size <= self.budget // 4
                 if keep:
                     problem.expected[(set_index, trial)] = outputs
                     problem.cached_bytes += size
-                del inputs
+                del inputs, outputs  # a large problem holds one trial at a time
+                self.tidy()
             problem.degenerate.append(flags or [])
         return problem
 
@@ -137,7 +137,7 @@ class Judge:
             harness.synchronize(self.device)
         except BaseException as exc:  # noqa: BLE001
             raise ReferenceFailure(harness.format_exception(exc)) from None
-        if any((t.is_floating_point() or t.is_complex()) and not bool(torch.isfinite(t).all()) for t in outputs):
+        if not all(correctness.all_finite(t) for t in outputs):
             raise ReferenceFailure("the reference produced NaN or Inf outputs")
         return inputs, outputs
 

@@ -57,10 +57,10 @@ def _check_set(module, job: dict, device: torch.device, tolerances) -> tuple[dic
             report["input_bytes"] = max(report["input_bytes"],
                                         handover.total_bytes([t for t in inputs if isinstance(t, torch.Tensor)]))
             report["output_bytes"] = max(report["output_bytes"], handover.total_bytes(outputs))
-            if any((t.is_floating_point() or t.is_complex()) and not bool(torch.isfinite(t).all()) for t in outputs):
+            if not all(correctness.all_finite(t) for t in outputs):
                 report["reason"] = f"non-finite outputs (NaN or Inf) for seed {trial_seed}"
                 return report, None
-            flags = [correctness.constant_would_pass(t, *tolerances(correctness.dtype_name(t.dtype))) for t in outputs]
+            flags = correctness.degenerate_flags(outputs, tolerances)
             constant = flags if constant is None else [a and b for a, b in zip(constant, flags)]
             if index == 0:
                 first = outputs

@@ -50,16 +50,6 @@ def _reap(sock: socket.socket) -> None:
         _send(sock, {"type": "exit", "pid": pid, "returncode": os.waitstatus_to_exitcode(status)})
 
 
-def _close_other_descriptors(keep: set[int]) -> None:
-    highest = max(keep)
-    previous = -1
-    for fd in sorted(keep):
-        if fd - previous > 1:
-            os.closerange(previous + 1, fd)
-        previous = fd
-    os.closerange(highest + 1, 65536)
-
-
 def _become_child(request: dict, fds: list[int]) -> int:
     """Runs in the forked child: detach, rewire descriptors, take the child's environment, serve."""
     ctrl_fd, report_fd, output_fd = fds
@@ -69,7 +59,9 @@ def _become_child(request: dict, fds: list[int]) -> int:
     os.dup2(devnull, 0)
     os.dup2(output_fd, 1)
     os.dup2(output_fd, 2)
-    _close_other_descriptors({0, 1, 2, ctrl_fd, report_fd})
+    os.close(output_fd)
+    # The template holds no descriptor of another child (it closes each child's right after the fork) and
+    # its own socket is closed above; what else it has open stays: libraries (NVML) keep state behind them.
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGPIPE):
         signal.signal(signum, signal.SIG_DFL)
     os.chdir(request["cwd"])
