@@ -158,13 +158,21 @@ def _watched_functions() -> dict[str, object]:
     return watched
 
 
+_CHUNK = 1 << 24  # elements compared at a time: bounded temporaries for multi-GB inputs
+
+
 def _same_values(a: torch.Tensor, b: torch.Tensor) -> bool:
     if a.shape != b.shape or a.dtype != b.dtype:
         return False
-    if a.is_floating_point() or a.is_complex():
-        nan_a, nan_b = torch.isnan(a), torch.isnan(b)
-        return bool(torch.equal(nan_a, nan_b)) and bool(torch.equal(a.masked_fill(nan_a, 0), b.masked_fill(nan_b, 0)))
-    return bool(torch.equal(a, b))
+    if not (a.is_floating_point() or a.is_complex()):
+        return bool(torch.equal(a, b))
+    a, b = a.reshape(-1), b.reshape(-1)
+    for start in range(0, a.numel(), _CHUNK):
+        x, y = a[start : start + _CHUNK], b[start : start + _CHUNK]
+        nan_x, nan_y = torch.isnan(x), torch.isnan(y)
+        if not (bool(torch.equal(nan_x, nan_y)) and bool(torch.equal(x.masked_fill(nan_x, 0), y.masked_fill(nan_y, 0)))):
+            return False
+    return True
 
 
 class RuntimeMonitor:
