@@ -133,7 +133,7 @@ def draw_sizes(program: Program, rng: random.Random, scale: str, max_numel: int)
         key = max((d.key for d in free if sizes[d.key] > 2), key=lambda k: sizes[k], default=None)
         if key is None:
             raise ValueError("the fixed dims alone exceed the size limits")
-        sizes[key] = max(2, sizes[key] * 3 // 4 | 1)
+        sizes[key] = max(2, min(sizes[key] - 1, sizes[key] * 3 // 4))
     return sizes
 
 

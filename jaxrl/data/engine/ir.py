@@ -315,10 +315,10 @@ class Program:
                     raise ValueError(f"input {tensor.name} uses unknown dim {d!r}")
         # Weights are built from __init__ arguments only: the solution module cannot see our constants.
         init_dims = {a.dim for a in self.init_args if a.dim}
-        shape_args = {a.name for a in self.init_args if a.shape is not None}
+        arg_names = {a.name for a in self.init_args}
         for param in self.params:
             missing = [d for d in param.dims if isinstance(d, str) and d not in init_dims]
-            if (param.shape_arg and param.shape_arg not in shape_args) or (not param.shape_arg and missing):
+            if (param.shape_arg and param.shape_arg not in arg_names) or (not param.shape_arg and missing):
                 raise ValueError(f"parameter {param.attr} needs __init__ arguments for its shape")
 
     def dim(self, key: str) -> Dim:

@@ -144,6 +144,13 @@ class Builder:
             self.params.append(Param(attr, tuple(dims), std, mean, shape_arg=shape_arg))
         return Operand(attr, "param", self.axes_of(dims))
 
+    def param_from(self, names: tuple[str, ...], dims: tuple[str | int, ...], shape_arg: str, std: float = 1.0,
+                   mean: float = 0.0) -> str:
+        """An nn.Parameter shaped by an existing `__init__` argument (e.g. a norm's normalized_shape)."""
+        attr = self.name(names)
+        self.params.append(Param(attr, tuple(dims), std, mean, shape_arg=shape_arg))
+        return attr
+
     def axes_of(self, dims: tuple[str | int, ...]) -> tuple[int, int] | None:
         """The axes of the running value an operand of shape `dims` spans (right-aligned broadcasting)."""
         rank = len(self.shape)

@@ -80,6 +80,31 @@ def elementwise_shape(rng: random.Random, scale: str, rank: int, budget: float =
     return shape
 
 
+def axis_shape(rng: random.Random, scale: str, rank: int, axis: int, length: int, budget: float = 1.0) -> list[int]:
+    """A shape whose axis `axis` has `length` elements, for kernels that walk that axis.
+
+    At cpu scale the axes before it hold at most 16 positions in all: the interpreter runs one Python
+    program per position (per row), so few long rows are much faster than many short ones.
+    """
+    low, high = ELEMENTWISE_NUMEL[scale]
+    total = log_uniform(rng, max(16, low * budget), high * budget)
+    rest = max(1, total // length)
+    after = rank - axis - 1
+    if axis == 0:
+        outer_total = 1
+    elif scale == "cpu":
+        outer_total = min(rest, log_uniform(rng, 2, 16))
+    else:
+        outer_total = max(1, int(rest ** (axis / (rank - 1)))) if after else rest
+    inner_total = max(1, rest // outer_total)
+    shape = (split(rng, outer_total, axis) if axis else []) + [length] + (split(rng, inner_total, after) if after else [])
+    limit = max_numel(scale)
+    while math.prod(shape) > limit:
+        index = shape.index(max(shape))
+        shape[index] = max(1, shape[index] * 3 // 4)
+    return shape
+
+
 def row_length(rng: random.Random, scale: str, low_full: int = 256, high_full: int = 16384) -> int:
     """The length of rows processed whole (softmax, norms)."""
     if scale == "cpu":
