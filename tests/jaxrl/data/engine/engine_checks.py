@@ -118,3 +118,22 @@ def failures(results: dict[str, dict]) -> dict[str, object]:
             if not result["ok"]:
                 bad[f"{key}/{name}"] = result["error"]
     return bad
+
+
+def evaluate_many(pairs: list[tuple[str, str]], options, backend: str, workers: int = 2) -> list:
+    """Sandbox verdicts for (reference, candidate) pairs, `workers` at a time on one lane whose children
+    are started ahead (what `evaluate_local` does one at a time, without the start-up cost each time)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from sandbox_service.devices import resolve_backend
+    from sandbox_service.evaluation import Lane, evaluate
+
+    info = resolve_backend(backend)
+    with tempfile.TemporaryDirectory(prefix="engine-eval-") as root:
+        gpu = info.gpus[0] if info.gpus else None
+        lane = Lane.create(info.backend, gpu, warm=workers, work_root=Path(root), triton_cache=None)
+        try:
+            with ThreadPoolExecutor(workers) as pool:
+                return list(pool.map(lambda pair: evaluate(pair[0], pair[1], options, lane), pairs))
+        finally:
+            lane.close()
