@@ -29,6 +29,7 @@ from jaxrl.data.engine.ir import (
 MAX_INPUT_BYTES = 1 << 30
 ITEMSIZE = {"float32": 4, "float16": 2, "bfloat16": 2, "int64": 8}
 JITTER_NAME = "scale"
+ATTEMPTS = 25
 
 
 def torch_dtype(dtype: str) -> str:
@@ -128,11 +129,12 @@ def draw_sizes(program: Program, rng: random.Random, scale: str, max_numel: int)
     sizes = {d.key: d.size for d in program.dims}
     for d in free:
         sizes[d.key] = _odd_size(rng, d.size, scale)
-    # Shrink the largest free dim until the inputs fit the scale's limits again.
+    # Shrink free dims (a random one of those above 2) until the inputs fit the scale's limits again.
     while _largest_numel(program, sizes) > max_numel or _bytes(program, sizes) > MAX_INPUT_BYTES:
-        key = max((d.key for d in free if sizes[d.key] > 2), key=lambda k: sizes[k], default=None)
-        if key is None:
+        shrinkable = [d.key for d in free if sizes[d.key] > 2]
+        if not shrinkable:
             raise ValueError("the fixed dims alone exceed the size limits")
+        key = rng.choice(shrinkable)
         sizes[key] = max(2, min(sizes[key] - 1, sizes[key] * 3 // 4))
     return sizes
 
@@ -175,8 +177,13 @@ def make_input_sets(
 ) -> tuple[InputSet, ...]:
     """`count` input sets: other shapes; other shapes and values; other values and init arguments."""
     sets = []
+    seen = {tuple(d.size for d in program.dims)}
     for index in range(count):
-        sizes = draw_sizes(program, rng, scale, max_numel)
+        for _ in range(ATTEMPTS):  # shapes unlike the default's and the other sets' when there is room
+            sizes = draw_sizes(program, rng, scale, max_numel)
+            if tuple(sizes[d.key] for d in program.dims) not in seen:
+                break
+        seen.add(tuple(sizes[d.key] for d in program.dims))
         local = dict(spell)
         for d in program.dims:
             if d.key not in program.fixed_dims:

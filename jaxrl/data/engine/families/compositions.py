@@ -235,6 +235,8 @@ def _reduce_allowed(recipe: Recipe) -> bool:
     if head in ("max", "min") and any(p in ACTIVATIONS for p in before):
         return False  # an activation before the max or min of a long row saturates (relu -> 0, tanh -> -1)
     post_acts = [p for p in after if p in ACTIVATIONS]
+    if before and post_acts:
+        return False  # a piece before a reduction moves its results far from 0, where activations saturate
     if head in ("max", "norm", "logsumexp"):
         return all(p in UNBOUNDED_ABOVE for p in post_acts)
     if head == "min":

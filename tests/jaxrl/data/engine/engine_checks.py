@@ -39,10 +39,12 @@ def check(reference, candidate):
     model = reference.Model(*init)
     torch.manual_seed(0)
     new = candidate.ModelNew(*init)
-    worst, degenerate, values = 0.0, True, []
+    worst, degenerate, values, numel, shapes = 0.0, True, [], 0, []
     for seed in (1, 2):
         torch.manual_seed(seed)
         inputs = reference.get_inputs()
+        numel = max([numel] + [t.numel() for t in inputs])
+        shapes = [list(t.shape) for t in inputs]
         with torch.no_grad():
             want = outputs(model(*[t.clone() for t in inputs]))
             got = outputs(new(*[t.clone() for t in inputs]))
@@ -62,7 +64,8 @@ def check(reference, candidate):
                 return {"ok": False, "error": "integer outputs differ"}
             else:
                 degenerate = False
-    return {"ok": True, "max_abs_error": worst, "degenerate": degenerate, "values": values}
+    return {"ok": True, "max_abs_error": worst, "degenerate": degenerate, "values": values, "max_numel": numel,
+            "shapes": shapes}
 
 results = {}
 for job in json.loads(open(sys.argv[1]).read()):
@@ -85,7 +88,8 @@ def variants(task: GeneratedTask) -> dict[str, str]:
 
 
 def run_direct(tasks: list[GeneratedTask], timeout: float = 600) -> dict[str, dict]:
-    """{task_id: {variant: {"ok", "max_abs_error", "degenerate", "error"}}} from one interpreter child."""
+    """{task_id: {variant: {"ok", "max_abs_error", "degenerate", "max_numel", "shapes"} or {"ok": False, "error"}}}
+    from one interpreter child."""
     with tempfile.TemporaryDirectory(prefix="engine-direct-") as root:
         jobs = []
         for index, task in enumerate(tasks):
