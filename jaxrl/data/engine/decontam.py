@@ -96,7 +96,8 @@ class _Normalizer(ast.NodeTransformer):
 
     def visit_Attribute(self, node):
         self.generic_visit(node)
-        if isinstance(node.value, ast.Name) and node.attr in self.self_attrs and node.value.id == self.names.get("self"):
+        on_self = isinstance(node.value, ast.Name) and node.value.id == self.names.get("self")
+        if on_self and node.attr in self.self_attrs:
             node.attr = self.placeholder("self." + node.attr)
         return node
 
@@ -237,7 +238,8 @@ class _InputReader:
                 return InputSpec(True, base.rank, CASTS[name])
             if name == "to":
                 target = node.args[0] if node.args else dtype_kw
-                cast = target.attr if isinstance(target, ast.Attribute) and target.attr in FLOAT_DTYPES | {"int64", "long"} else None
+                known = isinstance(target, ast.Attribute) and target.attr in FLOAT_DTYPES | {"int64", "long"}
+                cast = target.attr if known else None
                 return InputSpec(True, base.rank, cast or base.dtype)
             if name in KEEPS:
                 return base
@@ -341,7 +343,9 @@ class Decontaminator:
         """Every reference with the task's operator sequence, whatever their inputs (the coarse overlap)."""
         return tuple(ref.key for ref in self._by_ops.get(op_signature(source), ()))
 
-    def split(self, tasks: Iterable[GeneratedTask]) -> tuple[list[GeneratedTask], list[tuple[GeneratedTask, DecontamMatch]]]:
+    def split(
+        self, tasks: Iterable[GeneratedTask]
+    ) -> tuple[list[GeneratedTask], list[tuple[GeneratedTask, DecontamMatch]]]:
         """(kept, dropped with their matches)."""
         kept, dropped = [], []
         for task in tasks:

@@ -285,13 +285,16 @@ class _Writer:
             kwargs.insert(0, f"delta={self.scalar(stage.delta)}")
         if self.rng.random() < 0.3:
             init_kwargs = [k.replace("self.", "") for k in kwargs]
-            holder = self.module(f"nn.{modules[stage.kind]}({', '.join(init_kwargs)})", ("loss_fn", "criterion", "loss"))
+            ctor = f"nn.{modules[stage.kind]}({', '.join(init_kwargs)})"
+            holder = self.module(ctor, ("loss_fn", "criterion", "loss"))
             return f"{holder}({x}, {stage.target})"
         prefix = self.choice(["F.", "torch.nn.functional."])
-        if stage.kind == "huber_loss" and stage.delta.init is None and stage.delta.value == 1.0 and self.rng.random() < 0.5:
+        plain_huber = stage.kind == "huber_loss" and stage.delta.init is None and stage.delta.value == 1.0
+        if plain_huber and self.rng.random() < 0.5:  # smooth_l1_loss with beta=1 is huber_loss with delta=1
             return self.fn(f"{prefix}smooth_l1_loss({{x}}, {{t}}{{k}})", x, t=stage.target,
                            k="".join(", " + k for k in kwargs[1:]))
-        return self.fn(f"{prefix}{stage.kind}({{x}}, {{t}}{{k}})", x, t=stage.target, k="".join(", " + k for k in kwargs))
+        extra = "".join(", " + k for k in kwargs)
+        return self.fn(f"{prefix}{stage.kind}({{x}}, {{t}}{{k}})", x, t=stage.target, k=extra)
 
     # -- the module ------------------------------------------------------------------------------
     def write(self) -> Reference:

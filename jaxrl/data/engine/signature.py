@@ -85,6 +85,10 @@ def _is_zero(node: ast.expr | None) -> bool:
     return isinstance(node, ast.Constant) and not isinstance(node.value, bool) and node.value == 0
 
 
+def _is_self_attribute(node: ast.expr) -> bool:
+    return isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self"
+
+
 class _Module:
     """A callable nn module held in an attribute or a local: the operators a call applies."""
 
@@ -97,7 +101,8 @@ def _import_aliases(tree: ast.Module) -> dict[str, str]:
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
-                aliases[alias.asname or alias.name.split(".")[0]] = alias.name if alias.asname else alias.name.split(".")[0]
+                root = alias.name.split(".")[0]
+                aliases[alias.asname or root] = alias.name if alias.asname else root
         elif isinstance(node, ast.ImportFrom) and node.module:
             for alias in node.names:
                 aliases[alias.asname or alias.name] = f"{node.module}.{alias.name}"
@@ -119,7 +124,8 @@ class _Walker:
     def __init__(self, tree: ast.Module):
         self.aliases = _import_aliases(tree)
         self.functions = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
-        self.constants = {t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
+        self.constants = {t.id for n in tree.body if isinstance(n, ast.Assign)
+                          for t in n.targets if isinstance(t, ast.Name)}
         model = _find_model(tree)
         self.methods = {n.name: n for n in model.body if isinstance(n, ast.FunctionDef)}
         self.attrs: dict[str, object] = {}
@@ -143,7 +149,7 @@ class _Walker:
             if not isinstance(node, ast.Assign):
                 continue
             for target in node.targets:
-                if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self":
+                if _is_self_attribute(target):
                     self.attrs[target.attr] = self._init_value(node.value)
 
     def _init_value(self, value: ast.expr) -> object:
@@ -193,7 +199,8 @@ class _Walker:
             return self._binop(node, env)
         if isinstance(node, ast.UnaryOp):
             kind = self.expr(node.operand, env)
-            if isinstance(node.op, ast.USub) and kind in (TENSOR, UNKNOWN) and not isinstance(node.operand, ast.Constant):
+            negates_tensor = kind in (TENSOR, UNKNOWN) and not isinstance(node.operand, ast.Constant)
+            if isinstance(node.op, ast.USub) and negates_tensor:
                 self.emit("neg")
                 return TENSOR
             return kind
@@ -353,7 +360,8 @@ class _Walker:
                 self._bind(target, kind, env)
             return None
         if isinstance(stmt, ast.AugAssign):
-            left = self.expr(stmt.target, env) if not isinstance(stmt.target, ast.Name) else env.get(stmt.target.id, UNKNOWN)
+            target = stmt.target
+            left = env.get(target.id, UNKNOWN) if isinstance(target, ast.Name) else self.expr(target, env)
             right = self.expr(stmt.value, env)
             if not (left == SCALAR and right == SCALAR):
                 self.emit(self._BINOPS.get(type(stmt.op), "op"))

@@ -46,7 +46,7 @@ MODULE_NAMES = frozenset({"torch", "nn", "F", "self", "Model", "ModelNew", "get_
 FORWARD_LOCALS = frozenset({
     "out", "h", "h2", "h3", "x2", "y2", "n_elements", "n_cols", "n_rows", "BLOCK_SIZE", "num_warps", "M", "N", "K",
     "a_t", "b_t", "d", "R", "inner", "outer", "partials", "n_partials", "view", "part", "part_cols", "out_cols",
-    "col_offset", "size_dim", "n_index",
+    "col_offset", "size_dim", "n_index", "total",
 })
 RANK_ROLES = {1: ("features",), 2: ("batch", "features"), 3: ("batch", "seq", "features"),
               4: ("batch", "channels", "height", "width")}
@@ -132,7 +132,9 @@ class Builder:
         self.init_args.append(InitArg(name, shape=tuple(dims)))
         return name
 
-    def param(self, names: tuple[str, ...], dims: tuple[str | int, ...], std: float = 1.0, mean: float = 0.0) -> Operand:
+    def param(
+        self, names: tuple[str, ...], dims: tuple[str | int, ...], std: float = 1.0, mean: float = 0.0
+    ) -> Operand:
         """An nn.Parameter shaped by an `__init__` argument (a size or a shape tuple)."""
         attr = self.name(names)
         keys = [d for d in dims if isinstance(d, str)]

@@ -34,12 +34,13 @@ PIECE_OPS: dict[str, tuple[str, ...]] = (
 HEAD_OPS: dict[str, tuple[str, ...]] = {
     "linear": ("matmul", "add"), "linear_nobias": ("matmul",), "matmul": ("matmul",), "bmm": ("matmul",),
     "layer_norm": ("layer_norm",), "rms_norm": ("rms_norm",), "softmax": ("softmax",), "log_softmax": ("log_softmax",),
-    "sum": ("sum",), "mean": ("mean",), "max": ("max",), "min": ("min",), "norm": ("norm",), "logsumexp": ("logsumexp",),
-    "cumsum": ("cumsum",), "cumprod": ("cumprod",), "cummax": ("cummax",),
+    **{name: (name,) for name in ("sum", "mean", "max", "min", "norm", "logsumexp", "cumsum", "cumprod", "cummax")},
 }
-PIECE_WORDS = {"mul_scalar": "multiplies by a scalar", "add_scalar": "adds a scalar", "sub_scalar": "subtracts a scalar",
-               "div_scalar": "divides by a scalar", "add_bias": "adds a bias vector", "mul_weight": "scales by a vector",
-               "add_residual": "adds a residual tensor"}
+PIECE_WORDS = {
+    "mul_scalar": "multiplies by a scalar", "add_scalar": "adds a scalar", "sub_scalar": "subtracts a scalar",
+    "div_scalar": "divides by a scalar", "add_bias": "adds a bias vector", "mul_weight": "scales by a vector",
+    "add_residual": "adds a residual tensor",
+}
 
 
 def add_piece(b: Builder, piece: str) -> None:
@@ -160,7 +161,7 @@ def _chain(rng: random.Random, scale: str, pre, head, post):
     primary(b, dims, Normal(std=input_std(rng, pre[0])))
     for piece in pre:
         add_piece(b, piece)
-    return b.build(f"{_words(pre)}, elementwise"), "easy" if len(pre) == 2 else "medium"
+    return b.build(_words(pre)), "easy" if len(pre) == 2 else "medium"
 
 
 def _norm(rng: random.Random, scale: str, pre, head, post):
@@ -194,7 +195,7 @@ def _rows(rng: random.Random, scale: str, pre, head, post):
         b.stage(Reduce(head, dim, keepdim=rng.random() < 0.3))
     for piece in post:
         add_piece(b, piece)
-    parts = ([_words(pre)] if pre else []) + [f"applies {head} over dimension {axis}"] + ([_words(post)] if post else [])
+    parts = [_words(pre)] * bool(pre) + [f"applies {head} over dimension {axis}"] + [_words(post)] * bool(post)
     return b.build(", then ".join(parts)), "medium" if last else "hard"
 
 
@@ -271,11 +272,14 @@ def composition_families() -> list[Family]:
         CompositionFamily("elementwise_chain", product((None,), chains, none), ("easy", "medium")),
         CompositionFamily("norm_activation", product(("layer_norm", "rms_norm"), none,
                                                      _sequences(acts + scalars + vectors, (1, 2))), ("medium",)),
-        CompositionFamily("softmax_chain", product(("softmax", "log_softmax"), none + _singles(("mul_scalar", "div_scalar")),
-                                                   none + _singles(scalars + acts), _softmax_allowed), ("medium", "hard")),
+        CompositionFamily("softmax_chain", product(("softmax", "log_softmax"),
+                                                   none + _singles(("mul_scalar", "div_scalar")),
+                                                   none + _singles(scalars + acts), _softmax_allowed),
+                          ("medium", "hard")),
         CompositionFamily("reduce_chain", product(("sum", "mean", "max", "min", "norm", "logsumexp"),
                                                   none + _singles(acts + ("mul_scalar", "add_scalar")),
-                                                  none + _singles(scalars + acts), _reduce_allowed), ("medium", "hard")),
+                                                  none + _singles(scalars + acts), _reduce_allowed),
+                          ("medium", "hard")),
         CompositionFamily("scan_chain", product(("cumsum", "cumprod", "cummax"),
                                                 none + _singles(("relu", "sigmoid", "mul_scalar")),
                                                 none + _singles(("mul_scalar", "add_scalar", "tanh")), _scan_allowed),

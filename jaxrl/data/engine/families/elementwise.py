@@ -16,7 +16,7 @@ from jaxrl.data.engine.families.common import (
     scalar_value,
 )
 from jaxrl.data.engine.families.sizes import elementwise_shape, pick_dtype
-from jaxrl.data.engine.ir import Arith, Normal, Operand, Pointwise, Uniform
+from jaxrl.data.engine.ir import Arith, Distribution, Normal, Operand, Pointwise, Uniform
 
 ACTIVATIONS = ("relu", "leaky_relu", "gelu", "gelu_tanh", "silu", "sigmoid", "tanh", "softplus", "elu", "selu",
                "hardsigmoid", "hardswish", "mish", "softsign", "clamp")
@@ -73,7 +73,10 @@ class UnaryMathFamily(Family):
     def draw(self, rng: random.Random, scale: str, recipe: Recipe | None = None) -> Draw:
         b = Builder(rng, pick_dtype(rng, scale))
         dims = _value_shape(b, scale)
-        dist = Uniform(0.05, round(rng.uniform(2.0, 6.0), 2)) if self.op == "log" else Normal(std=round(rng.uniform(0.5, 1.5), 2))
+        if self.op == "log":
+            dist: Distribution = Uniform(0.05, round(rng.uniform(2.0, 6.0), 2))
+        else:
+            dist = Normal(std=round(rng.uniform(0.5, 1.5), 2))
         primary(b, dims, dist, widen=self.op != "exp")  # a wider exp input overflows fp16
         b.stage(Pointwise(self.op))
         return Draw(b.build(f"computes {DESCRIPTIONS[self.op]} of every element"), "easy", {})
@@ -131,7 +134,8 @@ class ArithmeticFamily(Family):
                 name = b.input(OTHER_NAMES, list(shape), other_dist)
                 other = Operand(name, "input", b.axes_of(shape))
             else:
-                other = b.param(("bias", "weight", "scale", "offset"), shape, std=0.5, mean=1.5 if self.op == "div" else 0.0)
+                mean = 1.5 if self.op == "div" else 0.0  # a divisor away from 0
+                other = b.param(("bias", "weight", "scale", "offset"), shape, std=0.5, mean=mean)
             difficulty = "easy" if described == "full" else "medium"
             described = f"a tensor ({described})"
         b.stage(Arith(self.op, other, reverse))
@@ -165,7 +169,8 @@ class ScaleBiasFamily(Family):
             kind, difficulty = "vectors", "medium"
         b.stage(Arith("mul", weight))
         b.stage(Arith("add", bias))
-        return Draw(b.build(f"scales and shifts its input (x * weight + bias with {kind})"), difficulty, {"operand": kind})
+        what = f"scales and shifts its input (x * weight + bias with {kind})"
+        return Draw(b.build(what), difficulty, {"operand": kind})
 
 
 def elementwise_families() -> list[Family]:

@@ -85,7 +85,8 @@ def add_norm(b: Builder, scale: str, kind: str, rank: int, head: bool, axes: int
         shape_arg = b.init_shape(("normalized_shape", "norm_shape", "features_shape"), norm_dims)
     eps = rng.choice([1e-5, 1e-6, 1e-5])
     if rng.random() < 0.5:
-        attr = b.name(("norm", "ln", "layer_norm", "norm_layer") if kind == "layer_norm" else ("norm", "rms", "rms_norm"))
+        names = ("norm", "ln", "layer_norm", "norm_layer") if kind == "layer_norm" else ("norm", "rms", "rms_norm")
+        attr = b.name(names)
         b.stage(Norm(kind, attr, norm_dims, shape_arg, eps, module=True))
         return
     weight = b.param_from(("weight", "gamma", "norm_weight"), norm_dims, shape_arg, std=0.1, mean=1.0)

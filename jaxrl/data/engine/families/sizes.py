@@ -68,7 +68,9 @@ def split(rng: random.Random, total: int, rank: int, last: int | None = None, mi
     return sizes
 
 
-def elementwise_shape(rng: random.Random, scale: str, rank: int, budget: float = 1.0, last: int | None = None) -> list[int]:
+def elementwise_shape(
+    rng: random.Random, scale: str, rank: int, budget: float = 1.0, last: int | None = None
+) -> list[int]:
     """A memory-bound tensor's shape; `budget` shrinks the total when a problem has several big inputs."""
     low, high = ELEMENTWISE_NUMEL[scale]
     total = log_uniform(rng, max(16, low * budget), high * budget)
@@ -97,7 +99,8 @@ def axis_shape(rng: random.Random, scale: str, rank: int, axis: int, length: int
     else:
         outer_total = max(1, int(rest ** (axis / (rank - 1)))) if after else rest
     inner_total = max(1, rest // outer_total)
-    shape = (split(rng, outer_total, axis) if axis else []) + [length] + (split(rng, inner_total, after) if after else [])
+    outer = split(rng, outer_total, axis) if axis else []
+    shape = outer + [length] + (split(rng, inner_total, after) if after else [])
     limit = max_numel(scale)
     while math.prod(shape) > limit:
         index = shape.index(max(shape))

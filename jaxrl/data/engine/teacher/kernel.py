@@ -67,18 +67,28 @@ class Kernel:
         self.body.append(text)
 
     def source(self) -> str:
-        signature = ", ".join(self.params)
-        header = f"@triton.jit\ndef {self.name}({signature}):"
-        if len(header) > 110:
-            header = f"@triton.jit\ndef {self.name}(\n{BODY}" + f",\n{BODY}".join(self.params) + ",\n):"
+        header = _wrap(f"@triton.jit\ndef {self.name}(", self.params, "):", first_width=len(self.name) + 5)
         return header + "\n" + "\n".join(BODY + line if line else "" for line in self.body) + "\n"
 
-    def launch(self, grid: str, **launch_options: str) -> str:
+    def launch(self, grid: str, indent: int = 8, **launch_options: str) -> str:
+        """The launch statement, for a body indented by `indent` spaces (forward's, by default)."""
         parts = self.args + [f"{k}={v}" for k, v in self.meta] + [f"{k}={v}" for k, v in launch_options.items()]
-        call = f"{self.name}[{grid}]({', '.join(parts)})"
-        if len(call) > 100:
-            call = f"{self.name}[{grid}](\n{BODY}" + f",\n{BODY}".join(parts) + ",\n)"
-        return call
+        return _wrap(f"{self.name}[{grid}](", parts, ")", first_width=indent + len(self.name) + len(grid) + 3,
+                     width=100 - indent)
+
+
+def _wrap(head: str, items: list[str], tail: str, first_width: int, width: int = 100) -> str:
+    """`head` + items + `tail` on one line when it fits, else items packed on indented lines."""
+    if first_width + sum(len(i) + 2 for i in items) + len(tail) <= width:
+        return head + ", ".join(items) + tail
+    lines, line = [], BODY
+    for item in items:
+        if len(line) + len(item) + 2 > width and line.strip():
+            lines.append(line.rstrip())
+            line = BODY
+        line += item + ", "
+    lines.append(line.rstrip().rstrip(","))
+    return head + "\n" + "\n".join(lines) + "\n" + tail
 
 
 def scalar_expr(kernel: Kernel, value: Scalar) -> str:

@@ -7,7 +7,7 @@ Elementwise steps after the move are applied to the loaded values before the sto
 
 from __future__ import annotations
 
-from jaxrl.data.engine.ir import Cat, Gather, IndexSelect, Permute
+from jaxrl.data.engine.ir import Cat, Gather, Permute
 from jaxrl.data.engine.teacher.emitter import Emitter, GroupCode
 from jaxrl.data.engine.teacher.kernel import Kernel, chain, describe
 from jaxrl.data.engine.teacher.lower import Group
@@ -117,18 +117,17 @@ def write_cat(em: Emitter, group: Group, src: str, stem: str, final: bool) -> Gr
     k.constexpr("BLOCK_SIZE", str(block))
     parts = (src,) + core.others
     d = core.dim
-    total = " + ".join(f"{p}.shape[{d}]" for p in parts)
-    em.line(f"{out} = torch.empty({src}.shape[:{d}] + ({total},) + {src}.shape[{d} + 1:], device={src}.device, "
+    em.line(f"total = {' + '.join(f'{p}.shape[{d}]' for p in parts)}")
+    em.line(f"{out} = torch.empty({src}.shape[:{d}] + (total,) + {src}.shape[{d + 1}:], device={src}.device, "
             f"dtype={src}.dtype)")
     em.line(f"inner = {src}.stride({d})")
     em.line(f"out_cols = {out}.shape[{d}] * inner")
     em.line("col_offset = 0")
-    for part in parts:
-        em.line(f"part = {part}")
-        em.line("n_elements = part.numel()")
-        em.line(f"part_cols = part.shape[{d}] * inner")
-        em.line(k.launch(f"(triton.cdiv(n_elements, {block}),)"))
-        em.line("col_offset += part_cols")
+    em.line(f"for part in ({', '.join(parts)}):")
+    em.line("    n_elements = part.numel()")
+    em.line(f"    part_cols = part.shape[{d}] * inner")
+    em.line("    " + k.launch(f"(triton.cdiv(n_elements, {block}),)", indent=12).replace("\n", "\n    "))
+    em.line("    col_offset += part_cols")
     return GroupCode(out, f"Allocate the concatenated output and launch one copy kernel per input: seen as (outer, "
                           f"size * inner) rows, each input's block of {block} elements lands at its column offset in "
                           f"the output's rows{_then(group)}.")
@@ -162,14 +161,14 @@ def write_index(em: Emitter, group: Group, src: str, stem: str, final: bool) -> 
         em.line(f"n_index = {core.index}.shape[{d}]")
     else:
         em.line(f"n_index = {core.index}.numel()")
-        em.line(f"{out} = torch.empty({src}.shape[:{d}] + (n_index,) + {src}.shape[{d} + 1:], device={src}.device, "
+        em.line(f"{out} = torch.empty({src}.shape[:{d}] + (n_index,) + {src}.shape[{d + 1}:], device={src}.device, "
                 f"dtype={src}.dtype)")
     em.line(f"size_dim = {src}.shape[{d}]")
     em.line(f"inner = {out}.stride({d})")
     em.line(f"n_elements = {out}.numel()")
     em.line(k.launch(f"(triton.cdiv(n_elements, {block}),)"))
     what = "gather" if gather else "index_select"
-    source = "the index tensor at the same position" if gather else f"the index vector at the output's axis-{d} position"
+    source = "the index tensor at the same position" if gather else f"the index vector at the axis-{d} position"
     return GroupCode(out, f"For {what} along axis {d}, view tensors as (outer, size, inner): one program per block of "
                           f"{block} output elements splits each flat offset into (outer, position, inner), loads the "
                           f"index from {source} and reads the input at (outer, index, inner){_then(group)}.")

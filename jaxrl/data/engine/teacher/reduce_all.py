@@ -44,7 +44,8 @@ def write_full_reduce(em: Emitter, group: Group, src: str, stem: str, final: boo
     out = em.new_value(final)
     finish.ptr("out", out)
     finish.value("n_partials", "n_partials")
-    finish.value("inv_count", {"sum": "1.0", "mean": "1.0 / n_elements", "batchmean": f"1.0 / {src}.shape[0]"}[core.mode])
+    inv_count = {"sum": "1.0", "mean": "1.0 / n_elements", "batchmean": f"1.0 / {src}.shape[0]"}[core.mode]
+    finish.value("inv_count", inv_count)
     finish.constexpr("BLOCK_SIZE", str(FINISH_BLOCK))
 
     em.line(f"n_elements = {src}.numel()")
@@ -56,5 +57,5 @@ def write_full_reduce(em: Emitter, group: Group, src: str, stem: str, final: boo
     term = f" of {', '.join(describe(group.prologue))}" if group.prologue else ""
     scale = {"sum": "", "mean": " and divides by the element count", "batchmean": " and divides by the batch size"}
     return GroupCode(out, f"Reduce the whole tensor{term} in two passes: one program per block of {block} elements "
-                          f"writes an fp32 partial sum, then a single program adds the partials in order{scale[core.mode]}"
-                          f" (deterministic, no atomics).")
+                          f"writes an fp32 partial sum, then a single program adds the partials in order"
+                          f"{scale[core.mode]} (deterministic, no atomics).")

@@ -14,6 +14,7 @@ from jaxrl.data.engine.teacher.kernel import Kernel, chain, describe
 from jaxrl.data.engine.teacher.lower import CrossEntropyRows, Group
 
 NEG_INF = 'float("-inf")'
+BEST_INDEX = "best_idx = tl.zeros([BLOCK_SIZE], dtype=tl.int32)"
 # Start of a running maximum in chunked loops: finite, so that a lane no element reached gives exp(0) * 0.
 LOW = "-1.0e38"
 
@@ -107,8 +108,8 @@ def write_row_whole(em: Emitter, group: Group, src: str, stem: str, final: bool)
     em.line("num_warps = 8 if BLOCK_SIZE >= 2048 else 4")
     em.line(k.launch("(n_rows,)", num_warps="num_warps"))
     em.line(f"{out} = {out}.view({src}.shape)")
-    return GroupCode(out, sentence(f"One program per row computes the {what}", group,
-                                    "the whole row sits in registers (BLOCK_SIZE = next_power_of_2 of its length, masked)"))
+    layout = "the whole row sits in registers (BLOCK_SIZE = next_power_of_2 of its length, masked)"
+    return GroupCode(out, sentence(f"One program per row computes the {what}", group, layout))
 
 
 def sentence(head: str, group: Group, layout: str) -> str:
@@ -127,8 +128,8 @@ _INIT = {
     "norm": ["acc = tl.zeros([BLOCK_SIZE], dtype=tl.float32)"],
     "max": [f"acc = tl.full([BLOCK_SIZE], {NEG_INF}, tl.float32)"],
     "min": ['acc = tl.full([BLOCK_SIZE], float("inf"), tl.float32)'],
-    "argmax": [f"best = tl.full([BLOCK_SIZE], {NEG_INF}, tl.float32)", "best_idx = tl.zeros([BLOCK_SIZE], dtype=tl.int32)"],
-    "argmin": ['best = tl.full([BLOCK_SIZE], float("inf"), tl.float32)', "best_idx = tl.zeros([BLOCK_SIZE], dtype=tl.int32)"],
+    "argmax": [f"best = tl.full([BLOCK_SIZE], {NEG_INF}, tl.float32)", BEST_INDEX],
+    "argmin": ['best = tl.full([BLOCK_SIZE], float("inf"), tl.float32)', BEST_INDEX],
     "logsumexp": [f"m = tl.full([BLOCK_SIZE], {LOW}, tl.float32)", "s = tl.zeros([BLOCK_SIZE], dtype=tl.float32)"],
 }
 
@@ -205,7 +206,8 @@ def write_row_reduce(em: Emitter, group: Group, src: str, stem: str, final: bool
     out = em.new_value(final)
     index = core.kind in ("argmax", "argmin")
     dtype = "torch.int64" if index else f"{src}.dtype"
-    _launch_streamed(em, k, src, out, f"torch.empty(n_rows, device={src}.device, dtype={dtype})", em.config.reduce_block)
+    alloc = f"torch.empty(n_rows, device={src}.device, dtype={dtype})"
+    _launch_streamed(em, k, src, out, alloc, em.config.reduce_block)
     shape = f"{src}.shape[:-1] + (1,)" if core.keepdim else f"{src}.shape[:-1]"
     em.line(f"{out} = {out}.view({shape})")
     what = {"sum": "sum", "mean": "mean", "norm": "L2 norm (sum of squares, then sqrt)", "max": "maximum",
@@ -235,17 +237,19 @@ def write_row_scan(em: Emitter, group: Group, src: str, stem: str, final: bool) 
                    "    carry *= total"]
     else:
         add_helper(em, MAX_COMBINE)
-        k.body += ["    total = tl.max(x, axis=0)", "    x = tl.maximum(tl.associative_scan(x, 0, _max_combine), carry)",
+        k.body += ["    total = tl.max(x, axis=0)",
+                   "    x = tl.maximum(tl.associative_scan(x, 0, _max_combine), carry)",
                    "    carry = tl.maximum(carry, total)"]
     k.body += ["    " + s for s in chain(k, group.epilogue, "x", no_operands)]
     k.line("    tl.store(out_ptr + row * n_cols + cols, x.to(out_ptr.dtype.element_ty), mask=mask)")
     out = em.new_value(final)
     _launch_streamed(em, k, src, out, "torch.empty_like(x2)", em.config.reduce_block)
     em.line(f"{out} = {out}.view({src}.shape)")
-    return GroupCode(out, sentence(f"One program per row walks the last axis in chunks, scans each chunk with "
-                                    f"tl.{core.kind if core.kind != 'cummax' else 'associative_scan (max)'} in fp32 and "
-                                    f"carries the running {'total' if core.kind == 'cumsum' else 'product' if core.kind == 'cumprod' else 'maximum'} "
-                                    f"into the next chunk", group, "the tail chunk is masked with the scan's neutral value"))
+    scan = {"cumsum": "tl.cumsum", "cumprod": "tl.cumprod", "cummax": "tl.associative_scan (max)"}[core.kind]
+    running = {"cumsum": "total", "cumprod": "product", "cummax": "maximum"}[core.kind]
+    head = (f"One program per row walks the last axis in chunks, scans each chunk with {scan} in fp32 and carries "
+            f"the running {running} into the next chunk")
+    return GroupCode(out, sentence(head, group, "the tail chunk is masked with the scan's neutral value"))
 
 
 def add_helper(em: Emitter, source: str) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from jaxrl.data.engine.ir import Reduce, Scalar, Scan, Softmax
 from jaxrl.data.engine.teacher.emitter import Emitter, GroupCode
 from jaxrl.data.engine.teacher.kernel import Kernel, chain
-from jaxrl.data.engine.teacher.rows import NEG_INF, no_operands, sentence
+from jaxrl.data.engine.teacher.rows import BEST_INDEX, NEG_INF, no_operands, sentence
 
 _INIT = {
     "sum": ["acc = tl.zeros([BLOCK_SIZE], dtype=tl.float32)"],
@@ -19,8 +19,8 @@ _INIT = {
     "norm": ["acc = tl.zeros([BLOCK_SIZE], dtype=tl.float32)"],
     "max": [f"acc = tl.full([BLOCK_SIZE], {NEG_INF}, tl.float32)"],
     "min": ['acc = tl.full([BLOCK_SIZE], float("inf"), tl.float32)'],
-    "argmax": [f"best = tl.full([BLOCK_SIZE], {NEG_INF}, tl.float32)", "best_idx = tl.zeros([BLOCK_SIZE], dtype=tl.int32)"],
-    "argmin": ['best = tl.full([BLOCK_SIZE], float("inf"), tl.float32)', "best_idx = tl.zeros([BLOCK_SIZE], dtype=tl.int32)"],
+    "argmax": [f"best = tl.full([BLOCK_SIZE], {NEG_INF}, tl.float32)", BEST_INDEX],
+    "argmin": ['best = tl.full([BLOCK_SIZE], float("inf"), tl.float32)', BEST_INDEX],
     "logsumexp": [f"m = tl.full([BLOCK_SIZE], {NEG_INF}, tl.float32)", "s = tl.zeros([BLOCK_SIZE], dtype=tl.float32)"],
 }
 _UPDATE = {
@@ -94,7 +94,8 @@ def write_strided_reduce(em: Emitter, group, src: str, stem: str, final: bool) -
     k.line("tl.store(out_ptr + pid_outer * inner + offs, x.to(out_ptr.dtype.element_ty), mask=mask)")
     out = em.new_value(final)
     index = core.kind in ("argmax", "argmin")
-    shape = f"{src}.shape[:d] + (1,) + {src}.shape[d + 1:]" if core.keepdim else f"{src}.shape[:d] + {src}.shape[d + 1:]"
+    kept = " + (1,)" if core.keepdim else ""
+    shape = f"{src}.shape[:d]{kept} + {src}.shape[d + 1:]"
     dtype = "torch.int64" if index else f"{src}.dtype"
     _launch(em, k, src, out, f"torch.empty({shape}, device={src}.device, dtype={dtype})", core.dim)
     return GroupCode(out, sentence(f"View the input as (outer, R, inner) around the reduced axis; a program owns a "
@@ -118,9 +119,10 @@ def write_strided_softmax(em: Emitter, group, src: str, stem: str, final: bool) 
     out = em.new_value(final)
     _launch(em, k, src, out, f"torch.empty_like({src})", core.dim)
     name = "log-softmax" if core.log else "softmax"
-    return GroupCode(out, sentence(f"View the input as (outer, R, inner) around the {name} axis; a program owns a block "
-                                    f"of inner positions, makes one pass over R for the running max and sum of "
-                                    f"exponentials (online, fp32) and a second pass to write", group, _LAYOUT))
+    head = (f"View the input as (outer, R, inner) around the {name} axis; a program owns a block of inner "
+            f"positions, makes one pass over R for the running max and sum of exponentials (online, fp32) and a "
+            f"second pass to write")
+    return GroupCode(out, sentence(head, group, _LAYOUT))
 
 
 def write_strided_scan(em: Emitter, group, src: str, stem: str, final: bool) -> GroupCode:
@@ -138,6 +140,6 @@ def write_strided_scan(em: Emitter, group, src: str, stem: str, final: bool) -> 
     k.line("    tl.store(out_ptr + base + r * inner, x.to(out_ptr.dtype.element_ty), mask=mask)")
     out = em.new_value(final)
     _launch(em, k, src, out, f"torch.empty_like({src})", core.dim)
-    return GroupCode(out, sentence(f"View the input as (outer, R, inner) around the scanned axis; a program owns a block "
-                                    f"of inner positions and walks R in order with a running fp32 {core.kind[3:]}, "
-                                    f"storing each step", group, _LAYOUT))
+    head = (f"View the input as (outer, R, inner) around the scanned axis; a program owns a block of inner "
+            f"positions and walks R in order with a running fp32 {core.kind[3:]}, storing each step")
+    return GroupCode(out, sentence(head, group, _LAYOUT))

@@ -104,7 +104,8 @@ def test_input_specs_read_kernelbench_forms(kernelbench):
     assert input_specs(kernelbench["L1/95_CrossEntropyLoss"]) == (tensor(2, "float32"), tensor(1, "int64"))
     assert input_specs(kernelbench["L1/100_HingeLoss"]) == (tensor(2, "float32"), tensor(1, "float32"))
     assert input_specs(kernelbench["L1/19_ReLU"]) == (tensor(2, "float32"),)
-    half = "def get_inputs():\n    a = torch.randn(2, 3).half()\n    return [a, torch.rand(4, dtype=torch.bfloat16), 3]\n"
+    half = ("def get_inputs():\n    a = torch.randn(2, 3).half()\n"
+            "    return [a, torch.rand(4, dtype=torch.bfloat16), 3]\n")
     assert input_specs(half) == (tensor(2, "float16"), tensor(1, "bfloat16"), InputSpec(False))
 
 

@@ -95,9 +95,8 @@ def test_one_operator_is_written_in_several_ways():
 
 def test_weights_are_built_from_init_arguments_the_solution_repeats():
     task = generate_task("linear", 0, "cpu")
-    init = next(f for f in top_level(task.code)["Model"].body if isinstance(f, ast.FunctionDef) and f.name == "__init__")
-    solution_init = next(f for f in top_level(task.solution.code)["ModelNew"].body
-                         if isinstance(f, ast.FunctionDef) and f.name == "__init__")
+    init, solution_init = (next(f for f in cls.body if isinstance(f, ast.FunctionDef) and f.name == "__init__")
+                           for cls in (top_level(task.code)["Model"], top_level(task.solution.code)["ModelNew"]))
     assert [a.arg for a in init.args.args] == [a.arg for a in solution_init.args.args]
     linear_line = next(ast.unparse(s) for s in init.body if "nn.Linear" in ast.unparse(s))
     assert linear_line in [ast.unparse(s) for s in solution_init.body]

@@ -55,7 +55,8 @@ def test_every_task_carries_a_solution_input_sets_and_its_parameters():
         assert task.solution is not None and "class ModelNew" in task.solution.code and task.solution.plan
         assert 2 <= len(task.input_sets) <= 3
         assert task.params["dtype"] == task.dtype
-        assert all(f"{name}" in task.code and all(n > 0 for n in shape) for name, shape in task.params["shapes"].items())
+        for name, shape in task.params["shapes"].items():
+            assert name in task.code and all(n > 0 for n in shape)
         assert task.scale == "full" and task.ops and task.difficulty in ("easy", "medium", "hard")
 
 

@@ -18,6 +18,15 @@ from sandbox_service.verifier.format import check_format
 from sandbox_service.verifier.static_rules import check_static
 
 OPTIONS = EvalOptions(trials=2, time=False)
+
+
+def top_level(code: str) -> dict[str, ast.AST]:
+    return {n.name: n for n in ast.parse(code).body if isinstance(n, (ast.ClassDef, ast.FunctionDef))}
+
+
+def init_args(cls: ast.ClassDef) -> list[str]:
+    init = next(f for f in cls.body if isinstance(f, ast.FunctionDef) and f.name == "__init__")
+    return [a.arg for a in init.args.args]
 # One family per kind of kernel the teacher writes.
 FAST_FAMILIES = ["div", "argmax", "softmax", "layer_norm", "cumprod", "permute", "gather", "cross_entropy",
                  "gemm_epilogue", "reduce_chain", "gemm_rowop"]
@@ -34,11 +43,11 @@ def test_every_solution_passes_the_format_and_strict_static_layers(scale):
 
 def test_solutions_keep_the_interface_and_plans_are_short_and_specific():
     for task in generate_tasks(seed=4, count=len(FAMILIES), scale="full"):
-        reference = {n.name: n for n in ast.parse(task.code).body if isinstance(n, ast.ClassDef)}["Model"]
-        solution = {n.name: n for n in ast.parse(task.solution.code).body if isinstance(n, (ast.ClassDef, ast.FunctionDef))}
-        assert "ModelNew" in solution and any(isinstance(n, ast.FunctionDef) and n.decorator_list for n in solution.values())
-        init = lambda cls: next(f for f in cls.body if isinstance(f, ast.FunctionDef) and f.name == "__init__")  # noqa: E731
-        assert [a.arg for a in init(reference).args.args] == [a.arg for a in init(solution["ModelNew"]).args.args]
+        reference, solution = top_level(task.code), top_level(task.solution.code)
+        assert "ModelNew" in solution
+        kernels = [n for n in solution.values() if isinstance(n, ast.FunctionDef) and n.decorator_list]
+        assert kernels and all(ast.unparse(n.decorator_list[0]) == "triton.jit" for n in kernels)
+        assert init_args(reference["Model"]) == init_args(solution["ModelNew"])
         sentences = [s for s in re.split(r"(?<=[.])\s+(?=[A-Z])", task.solution.plan) if s]
         assert 2 <= len(sentences) <= 5, task.solution.plan
         shape = next(iter(task.params["shapes"].values()))

@@ -27,8 +27,8 @@ def test_every_family_is_correct_and_timeable_at_full_scale():
     print(f"\n{'family':20} {'set':14} {'status':10} {'ref_us':>9} {'teacher_us':>10} {'speedup':>7}  dtype shapes")
     for (task, name), result in zip(labels, results):
         status = result.status.value if hasattr(result.status, "value") else result.status
-        print(f"{task.family:20} {name:14} {status:10} {result.ref_time_us or 0:9.1f} {result.candidate_time_us or 0:10.1f} "
-              f"{result.speedup or 0:7.2f}  {task.dtype} {task.params['shapes']}")
+        times = f"{result.ref_time_us or 0:9.1f} {result.candidate_time_us or 0:10.1f} {result.speedup or 0:7.2f}"
+        print(f"{task.family:20} {name:14} {status:10} {times}  {task.dtype} {task.params['shapes']}")
         if status != "ok":
             failures.append((task.family, name, status, (result.error or "")[-600:], result.violations[:3]))
         elif name == "default" and (result.ref_time_us or 0) < 20:
