@@ -63,10 +63,6 @@ def atom(expr: str) -> str:
     return f"({expr})" if isinstance(node, (ast.BinOp, ast.UnaryOp, ast.Compare, ast.BoolOp, ast.IfExp)) else expr
 
 
-def number(value: float | int) -> str:
-    return repr(value)
-
-
 class _Writer:
     def __init__(self, program: Program, rng: random.Random):
         self.p = program
@@ -93,7 +89,7 @@ class _Writer:
 
     def scalar(self, value: Scalar, in_init: bool = False) -> str:
         if value.init is None:
-            return number(value.value)
+            return repr(value.value)
         return value.init if in_init else f"self.{value.init}"
 
     def dtype_kw(self) -> str:
@@ -110,9 +106,9 @@ class _Writer:
             shape = ", ".join("1" if isinstance(d, int) else by_dim[d] for d in param.dims)
         expr = f"torch.randn({shape}{self.dtype_kw()})"
         if param.std != 1.0:
-            expr += f" * {number(param.std)}"
+            expr += f" * {param.std!r}"
         if param.mean:
-            expr += f" + {number(param.mean)}"
+            expr += f" + {param.mean!r}"
         self.init_lines.append(InitLine(f"self.{attr} = nn.Parameter({expr})", True))
         self.declared_params.add(attr)
 
@@ -186,14 +182,11 @@ class _Writer:
         forms.append("torch.mm({x}, {b})" if rank == 2 else "torch.bmm({x}, {b})")
         return self.fn(self.choice(forms), a, b=b)
 
-    def _dim(self, value: Scalar) -> str:
-        return self.scalar(value)
-
     def _reduce(self, stage: Reduce, x: str) -> str:
         if stage.dim is None:
             forms = {"sum": ["torch.sum({x})", "{x}.sum()"], "mean": ["torch.mean({x})", "{x}.mean()"]}
             return self.fn(self.choice(forms[stage.kind]), x)
-        d = self._dim(stage.dim)
+        d = self.scalar(stage.dim)
         keep = ", keepdim=True" if stage.keepdim else ""
         forms = {
             "sum": ["torch.sum({x}, dim={d}{k})", "{x}.sum(dim={d}{k})", "{x}.sum({d}{k})"],
@@ -217,7 +210,7 @@ class _Writer:
             holder = self.module(f"nn.{cls}(dim={self.scalar(stage.dim, in_init=True)})", (name, name.replace("_", "")))
             return f"{holder}({x})"
         forms = [f"torch.{name}({{x}}, dim={{d}})", f"F.{name}({{x}}, dim={{d}})", f"{{x}}.{name}(dim={{d}})"]
-        return self.fn(self.choice(forms), x, d=self._dim(stage.dim))
+        return self.fn(self.choice(forms), x, d=self.scalar(stage.dim))
 
     def _norm(self, stage: Norm, x: str) -> str:
         cls = "LayerNorm" if stage.kind == "layer_norm" else "RMSNorm"
@@ -237,7 +230,7 @@ class _Writer:
         return f"F.rms_norm({x}, {w}.shape, {w}, eps={stage.eps!r})"
 
     def _scan(self, stage: Scan, x: str) -> str:
-        d = self._dim(stage.dim)
+        d = self.scalar(stage.dim)
         forms = {
             "cumsum": ["torch.cumsum({x}, dim={d})", "{x}.cumsum({d})", "{x}.cumsum(dim={d})"],
             "cumprod": ["torch.cumprod({x}, dim={d})", "{x}.cumprod({d})", "{x}.cumprod(dim={d})"],
@@ -300,9 +293,6 @@ class _Writer:
     def write(self) -> Reference:
         p = self.p
         self.spell = _constant_names(p)
-        for param in p.params:
-            if param.shape_arg:
-                self.spell[f"init:{param.shape_arg}"] = param.shape_arg
         value = p.inputs[0].name
         nested = len(p.stages) <= 2 and self.rng.random() < 0.5
         body: list[str] = []
@@ -335,11 +325,10 @@ class _Writer:
         scalar_stores = [InitLine(f"self.{a.name} = {a.name}", True) for a in p.init_args if a.is_scalar]
         init_lines = tuple(scalar_stores + self.init_lines)
         desc = p.description or "a small computation"
-        head = INDENT
         doc = rng.choice([
-            f'{head}"""\n{head}Simple model that {desc}.\n{head}"""',
-            f'{head}"""{desc[0].upper() + desc[1:]}."""',
-            f'{head}"""\n{head}A model that {desc}.\n{head}"""',
+            f'{INDENT}"""\n{INDENT}Simple model that {desc}.\n{INDENT}"""',
+            f'{INDENT}"""{desc[0].upper() + desc[1:]}."""',
+            f'{INDENT}"""\n{INDENT}A model that {desc}.\n{INDENT}"""',
         ])
         sup = rng.choice(["super(Model, self).__init__()", "super().__init__()"])
         args = ", ".join(("self",) + tuple(init_params))

@@ -117,15 +117,16 @@ def _scalar_only(step: Elementwise) -> bool:
     return False
 
 
-def _row_vector_or_full(step: Elementwise, rank: int) -> bool:
+def _scalar_row_or_full(step: Elementwise, rank: int) -> bool:
+    """Scalars, vectors along the last axis, and tensors of the value's own shape."""
     if _scalar_only(step):
         return True
-    if isinstance(step, Arith):
-        return step.other.axes is None or step.other.axes == (rank - 1, rank)
-    return False
+    return isinstance(step, Arith) and step.other.axes in (None, (rank - 1, rank))
 
 
-def accepts_prologue(core: Core, step: Elementwise, rank: int) -> bool:
+def accepts_prologue(core: Core, step: Elementwise) -> bool:
+    """Whole-tensor reductions take any elementwise term (flat indexing, like an elementwise kernel); row and
+    strided kernels take steps without tensors; matmuls and data movement take none."""
     if isinstance(core, FullReduce):
         return True
     if isinstance(core, (Softmax, Norm, Reduce, Scan)):
@@ -133,18 +134,11 @@ def accepts_prologue(core: Core, step: Elementwise, rank: int) -> bool:
     return False
 
 
-def _matmul_epilogue(step: Elementwise, rank: int) -> bool:
-    """Scalars, vectors along the output's columns, and tensors of the output's own shape."""
-    if _scalar_only(step):
-        return True
-    return isinstance(step, Arith) and step.other.axes in (None, (rank - 1, rank))
-
-
 def accepts_epilogue(core: Core, step: Elementwise, rank_out: int) -> bool:
-    if isinstance(core, (Linear, MatMul)):
-        return _matmul_epilogue(step, rank_out)
-    if isinstance(core, Norm) or isinstance(core, Softmax) and is_last_dim(core.dim, rank_out):
-        return _row_vector_or_full(step, rank_out)
+    """Matmuls and whole-row kernels (norms, last-axis softmax) index output columns and rows, so they take
+    per-column vectors and full tensors too; every other core takes steps without tensors."""
+    if isinstance(core, (Linear, MatMul, Norm)) or isinstance(core, Softmax) and is_last_dim(core.dim, rank_out):
+        return _scalar_row_or_full(step, rank_out)
     return _scalar_only(step)
 
 
@@ -165,7 +159,7 @@ def group_stages(program: Program) -> list[Group]:
         if (
             current is not None
             and current.core is None
-            and all(accepts_prologue(stage, step, rank) for step in current.prologue)
+            and all(accepts_prologue(stage, step) for step in current.prologue)
         ):
             current.core = stage
         else:

@@ -26,7 +26,7 @@ from jaxrl.data.engine.render import Reference
 from jaxrl.data.engine.tasks import TeacherSolution
 from jaxrl.data.engine.teacher import elementwise, layout, matmul, reduce_all, rows, strided
 from jaxrl.data.engine.teacher.emitter import Emitter, GroupCode
-from jaxrl.data.engine.teacher.kernel import Term
+from jaxrl.data.engine.teacher.kernel import Elementwise, Term
 from jaxrl.data.engine.teacher.lower import CrossEntropyRows, FullReduce, Group, group_stages, is_last_dim
 
 HEADER = "import torch\nimport torch.nn as nn\nimport triton\nimport triton.language as tl\n"
@@ -62,33 +62,36 @@ def _writer(group: Group):
     raise TypeError(f"no kernel writer for {core!r}")
 
 
-def _step_names(steps) -> list[str]:
-    return [s.op if hasattr(s, "op") else s.name if isinstance(s, Term) else "step" for s in steps]
+def _step_names(steps: list[Elementwise]) -> list[str]:
+    return [s.name if isinstance(s, Term) else s.op for s in steps]
+
+
+_CORE_NAMES = {Linear: "linear", MatMul: "matmul", Cat: "cat_copy", IndexSelect: "index_select", Gather: "gather",
+               CosineSimilarity: "cosine_similarity", CrossEntropyRows: "cross_entropy_rows"}
+
+
+def _core_name(core) -> str:
+    if isinstance(core, Softmax):
+        return "log_softmax" if core.log else "softmax"
+    if isinstance(core, Reduce):
+        return f"{core.kind}_reduce"
+    if isinstance(core, (Norm, Scan)):
+        return core.kind
+    if isinstance(core, Permute):
+        return "transpose" if core.transpose else "permute"
+    if isinstance(core, FullReduce):
+        return f"{core.mode}_reduce"
+    return _CORE_NAMES[type(core)]
 
 
 def stem(group: Group) -> str:
     """A kernel's name from what it computes: relu, fused_mul_add_relu, linear_gelu, sum_reduce..."""
-    core = group.core
-    if core is None:
+    if group.core is None:
         names = _step_names(group.prologue)
         return names[0] if len(names) == 1 else "fused_" + "_".join(names[:3])
-    base = {
-        Linear: "linear", MatMul: "matmul", Norm: getattr(core, "kind", ""), Cat: "cat_copy",
-        IndexSelect: "index_select", Gather: "gather", CosineSimilarity: "cosine_similarity",
-        CrossEntropyRows: "cross_entropy_rows",
-    }.get(type(core))
-    if isinstance(core, Softmax):
-        base = "log_softmax" if core.log else "softmax"
-    elif isinstance(core, Reduce):
-        base = f"{core.kind}_reduce"
-    elif isinstance(core, Scan):
-        base = core.kind
-    elif isinstance(core, Permute):
-        base = "transpose" if core.transpose else "permute"
-    elif isinstance(core, FullReduce):
-        base = f"{core.mode}_reduce"
+    base = _core_name(group.core)
     extra = _step_names(group.prologue)[:1] + _step_names(group.epilogue)[:2]
-    return "_".join([base] + extra) if extra and not isinstance(core, FullReduce) else base
+    return "_".join([base] + extra) if extra and not isinstance(group.core, FullReduce) else base
 
 
 def _shape_text(program: Program, name: str) -> str:

@@ -29,14 +29,19 @@ def _mul_combine(a, b):
 
 
 def row_loader(k: Kernel):
-    """Operands of a row kernel: vectors along the row (read at `cols`) or full-shape tensors."""
+    """Operands of a row kernel: full-shape tensors, or vectors along the last axis (read at cols % size, since
+    a norm's row may span more than the last axis)."""
     loaded: dict[str, str] = {}
 
     def load(operand: Operand) -> str:
         if operand.name not in loaded:
             register = Emitter.register(operand.name)
-            ptr = k.ptr(register, Emitter.operand_expr(operand))
-            index = "row * n_cols + cols" if operand.axes is None else "cols"
+            expr = Emitter.operand_expr(operand)
+            ptr = k.ptr(register, expr)
+            if operand.axes is None:
+                index = "row * n_cols + cols"
+            else:
+                index = f"cols % {k.value(f'{operand.name}_numel', f'{expr}.numel()')}"
             k.line(f"{register} = tl.load({ptr} + {index}, mask=mask, other=0.0).to(tl.float32)")
             loaded[operand.name] = register
         return loaded[operand.name]
