@@ -174,11 +174,12 @@ def _norm(rng: random.Random, scale: str, pre, head, post):
 
 def _rows(rng: random.Random, scale: str, pre, head, post):
     """softmax / reductions / scans with pieces before and after, over the last axis or another one."""
-    dtype = pick_dtype(rng, scale) if head not in ("cumsum", "cumprod") else (
-        rng.choice(["float32", "float16"]) if scale == "cpu" else "float32")
-    b = Builder(rng, dtype)
-    rank = rng.choice([2, 3])
     scan = head in ("cumsum", "cumprod", "cummax")
+    # The reference rounds each piece's result to 16 bits before a long sum or scan adds them up; the fused kernel
+    # does not, and over thousands of terms the two drift apart by more than the tolerance near zero.
+    accumulates = scan or (pre and head not in ("softmax", "log_softmax"))
+    b = Builder(rng, "float32" if accumulates else pick_dtype(rng, scale))
+    rank = rng.choice([2, 3])
     dims, axis, last = reduced_axis(b, scale, rank, 0.6, full_row=(256, 2048 if scan else 16384))
     shifted = head in ("mean", "max", "min", "logsumexp")
     std = 3.0 if head in ("softmax", "log_softmax") else round(rng.uniform(0.5, 2.0), 2)
