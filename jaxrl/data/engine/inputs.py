@@ -74,11 +74,12 @@ def tensor_expr(tensor: TensorInput, spell: dict[str, str]) -> str:
         if dist.low:
             expr += f" + {_num(dist.low)}" if dist.low > 0 else f" - {_num(-dist.low)}"
         return expr
+    size = f"({shape},)" if tensor.rank == 1 else f"({shape})"
     if isinstance(dist, RandInt):
         high = dist.high if isinstance(dist.high, int) else spell[dist.high]
-        return f"torch.randint(0, {high}, ({shape},))"
+        return f"torch.randint(0, {high}, {size})"
     if isinstance(dist, Signs):
-        signs = f"torch.randint(0, 2, ({shape},)) * 2 - 1"
+        signs = f"torch.randint(0, 2, {size}) * 2 - 1"
         return f"({signs}).float()" if tensor.dtype == "float32" else f"({signs}).to({torch_dtype(tensor.dtype)})"
     if isinstance(dist, Probabilities):
         logits = f"torch.randn({shape}{kw})"

@@ -32,7 +32,7 @@ def _flat_head(k: Kernel) -> None:
 
 
 def _then(group: Group) -> str:
-    return f", applying {', '.join(describe(group.epilogue))} on the way" if group.epilogue else ""
+    return f", applying {' -> '.join(describe(group.epilogue))} on the way" if group.epilogue else ""
 
 
 def write_transpose_2d(em: Emitter, group: Group, src: str, stem: str, final: bool) -> GroupCode:

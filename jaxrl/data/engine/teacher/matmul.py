@@ -125,5 +125,5 @@ def write_matmul(em: Emitter, group: Group, src: str, stem: str, final: bool) ->
     plan = (f"Tile {what} into {bm}x{bn} output blocks per program{' (one grid axis per batch)' if batched else ''}, "
             f"loop over K in steps of {bk} with an fp32 accumulator ({precision_note})")
     if fused:
-        plan += f", and apply {', '.join(fused)} in the epilogue before one masked store"
+        plan += f", and apply {' -> '.join(fused)} in the epilogue before one masked store"
     return GroupCode(out, plan + ".")

@@ -29,6 +29,7 @@ from jaxrl.data.engine.teacher.emitter import Emitter, GroupCode
 from jaxrl.data.engine.teacher.kernel import Elementwise, Term
 from jaxrl.data.engine.teacher.lower import CrossEntropyRows, FullReduce, Group, group_stages, is_last_dim
 
+LAYOUT = (Permute, Cat, IndexSelect, Gather)
 HEADER = "import torch\nimport torch.nn as nn\nimport triton\nimport triton.language as tl\n"
 SHORT_DTYPE = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}
 
@@ -99,14 +100,16 @@ def _shape_text(program: Program, name: str) -> str:
     return "(" + ", ".join(str(s) for s in program.size(tensor.dims)) + ")"
 
 
-def plan_paragraph(program: Program, codes: list[GroupCode]) -> str:
+def plan_paragraph(program: Program, codes: list[GroupCode], kernels: int, computes: bool) -> str:
+    """2-5 sentences: the inputs and the kernel count, one sentence per kernel, precision (when the kernels
+    do arithmetic rather than move data), generality."""
     float_inputs = [t for t in program.inputs if t.dtype in SHORT_DTYPE]
     shapes = ", ".join(f"{t.name} {_shape_text(program, t.name)}" for t in float_inputs)
     dtype = SHORT_DTYPE[program.dtype]
-    count = "one kernel" if len(codes) == 1 else f"{len(codes)} kernels"
+    count = "one kernel" if kernels == 1 else f"{kernels} kernels"
     sentences = [f"Inputs: {shapes}, {dtype}; the model {program.description}, which I write as {count}."]
     sentences += [c.plan for c in codes]
-    if program.dtype != "float32" and len(sentences) < 5:
+    if program.dtype != "float32" and computes and len(sentences) < 5:
         sentences.append(f"Every load is converted to fp32 at once and every store casts back to {dtype}, "
                          f"so the {dtype} inputs lose no accuracy in the intermediate math.")
     if len(sentences) < 5:
@@ -141,4 +144,5 @@ def write_solution(program: Program, reference: Reference, scale: str) -> Teache
     )
     parts = [HEADER] + em.helpers + [k.source() for k in em.kernels] + [cls]
     code = "\n\n".join(part.rstrip("\n") + "\n" for part in parts)
-    return TeacherSolution(plan=plan_paragraph(program, codes), code=code)
+    computes = any(g.prologue or g.epilogue or not isinstance(g.core, LAYOUT) for g in groups)
+    return TeacherSolution(plan=plan_paragraph(program, codes, len(em.kernels), computes), code=code)

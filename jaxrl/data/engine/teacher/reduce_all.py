@@ -54,7 +54,7 @@ def write_full_reduce(em: Emitter, group: Group, src: str, stem: str, final: boo
     em.line(part.launch("(n_partials,)"))
     em.line(f"{out} = torch.empty((), device={src}.device, dtype={em.torch_dtype})")
     em.line(finish.launch("(1,)"))
-    term = f" of {', '.join(describe(group.prologue))}" if group.prologue else ""
+    term = f" of {' -> '.join(describe(group.prologue))}" if group.prologue else ""
     scale = {"sum": "", "mean": " and divides by the element count", "batchmean": " and divides by the batch size"}
     return GroupCode(out, f"Reduce the whole tensor{term} in two passes: one program per block of {block} elements "
                           f"writes an fp32 partial sum, then a single program adds the partials in order"

@@ -120,9 +120,9 @@ def write_row_whole(em: Emitter, group: Group, src: str, stem: str, final: bool)
 def sentence(head: str, group: Group, layout: str) -> str:
     parts = [head]
     if group.prologue:
-        parts.append(f"applying {', '.join(describe(group.prologue))} as each value is loaded")
+        parts.append(f"applying {' -> '.join(describe(group.prologue))} as each value is loaded")
     if group.epilogue:
-        parts.append(f"and {', '.join(describe(group.epilogue))} before the store")
+        parts.append(f"and {' -> '.join(describe(group.epilogue))} before the store")
     return ", ".join(parts) + f"; {layout}."
 
 

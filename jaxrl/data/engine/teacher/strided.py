@@ -49,9 +49,9 @@ def _dim_expr(dim: Scalar) -> str:
     return f"self.{dim.init}" if dim.init else str(int(dim.value))
 
 
-def _kernel(em: Emitter, stem: str) -> Kernel:
+def _kernel(em: Emitter, stem: str, src: str) -> Kernel:
     k = em.kernel(stem)
-    k.ptr("x", "x")
+    k.ptr("x", src)
     k.line("pid_outer = tl.program_id(0)")
     k.line("offs = tl.program_id(1) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)")
     k.line("mask = offs < inner")
@@ -65,7 +65,6 @@ def _load(k: Kernel, group) -> None:
 
 
 def _launch(em: Emitter, k: Kernel, src: str, out: str, alloc: str, dim: Scalar) -> None:
-    k.args[0] = src
     k.ptr("out", out)
     k.value("R", "R")
     k.value("inner", "inner")
@@ -84,7 +83,7 @@ _LAYOUT = "each load is a contiguous run along the inner axes, so the strided ax
 
 def write_strided_reduce(em: Emitter, group, src: str, stem: str, final: bool) -> GroupCode:
     core: Reduce = group.core
-    k = _kernel(em, stem)
+    k = _kernel(em, stem, src)
     k.body += _INIT[core.kind]
     k.line("for r in range(0, R):")
     _load(k, group)
@@ -105,7 +104,7 @@ def write_strided_reduce(em: Emitter, group, src: str, stem: str, final: bool) -
 
 def write_strided_softmax(em: Emitter, group, src: str, stem: str, final: bool) -> GroupCode:
     core: Softmax = group.core
-    k = _kernel(em, stem)
+    k = _kernel(em, stem, src)
     k.line(f"m = tl.full([BLOCK_SIZE], {NEG_INF}, tl.float32)")
     k.line("s = tl.zeros([BLOCK_SIZE], dtype=tl.float32)")
     k.line("for r in range(0, R):")
@@ -127,7 +126,7 @@ def write_strided_softmax(em: Emitter, group, src: str, stem: str, final: bool) 
 
 def write_strided_scan(em: Emitter, group, src: str, stem: str, final: bool) -> GroupCode:
     core: Scan = group.core
-    k = _kernel(em, stem)
+    k = _kernel(em, stem, src)
     init = {"cumsum": "tl.zeros([BLOCK_SIZE], dtype=tl.float32)", "cumprod": "tl.full([BLOCK_SIZE], 1.0, tl.float32)",
             "cummax": f"tl.full([BLOCK_SIZE], {NEG_INF}, tl.float32)"}[core.kind]
     update = {"cumsum": "acc = acc + x", "cumprod": "acc = acc * x", "cummax": "acc = tl.maximum(acc, x)"}[core.kind]
