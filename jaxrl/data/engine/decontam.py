@@ -37,8 +37,7 @@ CASTS = {"float": "float32", "half": "float16", "bfloat16": "bfloat16", "double"
 CREATION = {"randn", "rand", "zeros", "ones", "empty", "randn_like", "rand_like", "zeros_like", "ones_like", "full"}
 # tensor methods that keep rank and dtype
 KEEPS = {"softmax", "log_softmax", "abs", "exp", "sigmoid", "tanh", "relu", "contiguous", "clone", "cuda", "cpu",
-         "detach", "requires_grad_", "normal_", "uniform_", "clamp", "sqrt", "neg", "transpose", "permute", "t",
-         "sort", "exp_", "abs_"}
+         "detach", "requires_grad_", "normal_", "uniform_", "clamp", "sqrt", "neg", "transpose", "permute", "t"}
 
 
 # ----------------------------------------------------------------------------- 1. normalized AST hash
