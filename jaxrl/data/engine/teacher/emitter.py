@@ -1,0 +1,113 @@
+"""What the kernel writers share while one solution is being written: the kernels so far, the lines of
+`forward`, unique names, and how a tensor the value is combined with is found and indexed."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from jaxrl.data.engine.ir import Operand, Program
+from jaxrl.data.engine.teacher.kernel import Kernel
+
+# Register names a kernel uses for itself; an operand with one of these names gets a suffix.
+RESERVED = frozenset({
+    "x", "acc", "offsets", "mask", "pid", "row", "cols", "offs", "idx", "r", "start", "tile", "best", "carry",
+    "mean", "var", "rstd", "diff", "den", "num", "m", "s", "w", "b", "a", "y", "out", "k",
+})
+
+
+@dataclasses.dataclass(frozen=True)
+class Scale:
+    """Block sizes for the problem's scale (sizes the interpreter runs quickly, or a GPU's)."""
+
+    name: str
+    elementwise_block: int
+    reduce_block: int
+    matmul_blocks: tuple[int, int, int]
+    matmul_warps: int
+    matmul_stages: int
+
+
+def scale_config(scale: str, dtype: str) -> Scale:
+    if scale == "cpu":
+        return Scale("cpu", 1024, 1024, (32, 32, 32), 4, 2)
+    if dtype == "float32":
+        return Scale("full", 1024, 4096, (64, 64, 32), 4, 3)
+    return Scale("full", 1024, 4096, (128, 128, 64), 8, 3)
+
+
+@dataclasses.dataclass
+class GroupCode:
+    out: str  # the forward variable holding the group's result
+    plan: str  # one sentence on what the kernel does
+
+
+class Emitter:
+    def __init__(self, program: Program, scale: str):
+        self.program = program
+        self.config = scale_config(scale, program.dtype)
+        self.kernels: list[Kernel] = []
+        self.helpers: list[str] = []  # @triton.jit helper functions (scan combiners), each once
+        self.forward: list[str] = []
+        self._names: set[str] = set()
+        self._values = 0
+
+    def kernel(self, stem: str) -> Kernel:
+        name, n = f"{stem}_kernel", 2
+        while name in self._names:
+            name, n = f"{stem}{n}_kernel", n + 1
+        self._names.add(name)
+        kernel = Kernel(name)
+        self.kernels.append(kernel)
+        return kernel
+
+    def new_value(self, final: bool) -> str:
+        if final:
+            return "out"
+        self._values += 1
+        return f"h{self._values}" if self._values > 1 else "h"
+
+    def line(self, text: str) -> None:
+        self.forward.extend(text.splitlines())
+
+    @staticmethod
+    def operand_expr(operand: Operand) -> str:
+        return f"self.{operand.name}" if operand.source == "param" else operand.name
+
+    @staticmethod
+    def register(name: str) -> str:
+        return f"{name}_v" if name in RESERVED else name
+
+    @property
+    def torch_dtype(self) -> str:
+        return f"torch.{self.program.dtype}"
+
+
+def flat_loader(kernel: Kernel, value: str, rank: int, offsets: str = "offsets", mask: str = "mask"):
+    """Loads operands for a kernel that walks the contiguous value as a flat array of `offsets`.
+
+    An operand spanning axes [a, e) of the value (ones elsewhere) is read at (offsets // inner) % span, where
+    inner = value.stride(e - 1) is the number of elements after those axes; a full-shape operand at offsets.
+    """
+    loaded: dict[str, str] = {}
+
+    def load(operand: Operand) -> str:
+        if operand.name in loaded:
+            return loaded[operand.name]
+        expr = Emitter.operand_expr(operand)
+        register = Emitter.register(operand.name)
+        ptr = kernel.ptr(register, expr)
+        if operand.axes is None:
+            index = offsets
+        else:
+            start, stop = operand.axes
+            span = kernel.value(f"{operand.name}_numel", f"{expr}.numel()")
+            if stop == rank:
+                index = f"{offsets} % {span}"
+            else:
+                inner = kernel.value(f"{operand.name}_inner", f"{value}.stride({stop - 1})")
+                index = f"({offsets} // {inner}) % {span}"
+        kernel.line(f"{register} = tl.load({ptr} + {index}, mask={mask}, other=0.0).to(tl.float32)")
+        loaded[operand.name] = register
+        return register
+
+    return load

@@ -1,0 +1,148 @@
+"""The teacher's answer for a Program: the complete ModelNew module and the plan paragraph.
+
+`ModelNew.__init__` takes the reference's arguments and repeats the reference's statements that create
+weights, in the same order (so the same seed gives the same weights; the nn layers are kept as holders
+and never called), and stores its numbers. `forward` only makes inputs contiguous, allocates, reads
+shapes and strides, takes views and launches the kernels of each group from `lower.group_stages`.
+"""
+
+from __future__ import annotations
+
+from jaxrl.data.engine.ir import (
+    Cat,
+    CosineSimilarity,
+    Gather,
+    IndexSelect,
+    Linear,
+    MatMul,
+    Norm,
+    Permute,
+    Program,
+    Reduce,
+    Scan,
+    Softmax,
+)
+from jaxrl.data.engine.render import Reference
+from jaxrl.data.engine.tasks import TeacherSolution
+from jaxrl.data.engine.teacher import elementwise, layout, matmul, reduce_all, rows, strided
+from jaxrl.data.engine.teacher.emitter import Emitter, GroupCode
+from jaxrl.data.engine.teacher.kernel import Elementwise, Term
+from jaxrl.data.engine.teacher.lower import CrossEntropyRows, FullReduce, Group, group_stages, is_last_dim
+
+LAYOUT = (Permute, Cat, IndexSelect, Gather)
+HEADER = "import torch\nimport torch.nn as nn\nimport triton\nimport triton.language as tl\n"
+SHORT_DTYPE = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}
+
+
+def _writer(group: Group):
+    core = group.core
+    if core is None:
+        return elementwise.write_elementwise
+    if isinstance(core, (Linear, MatMul)):
+        return matmul.write_matmul
+    if isinstance(core, Norm):
+        return rows.write_row_whole
+    if isinstance(core, Softmax):
+        return rows.write_row_whole if is_last_dim(core.dim, group.rank) else strided.write_strided_softmax
+    if isinstance(core, Reduce):
+        return rows.write_row_reduce if is_last_dim(core.dim, group.rank) else strided.write_strided_reduce
+    if isinstance(core, Scan):
+        return rows.write_row_scan if is_last_dim(core.dim, group.rank) else strided.write_strided_scan
+    if isinstance(core, FullReduce):
+        return reduce_all.write_full_reduce
+    if isinstance(core, CrossEntropyRows):
+        return rows.write_cross_entropy
+    if isinstance(core, CosineSimilarity):
+        return rows.write_cosine
+    if isinstance(core, Permute):
+        return layout.write_permute
+    if isinstance(core, Cat):
+        return layout.write_cat
+    if isinstance(core, (IndexSelect, Gather)):
+        return layout.write_index
+    raise TypeError(f"no kernel writer for {core!r}")
+
+
+def _step_names(steps: list[Elementwise]) -> list[str]:
+    return [s.name if isinstance(s, Term) else s.op for s in steps]
+
+
+_CORE_NAMES = {Linear: "linear", MatMul: "matmul", Cat: "cat_copy", IndexSelect: "index_select", Gather: "gather",
+               CosineSimilarity: "cosine_similarity", CrossEntropyRows: "cross_entropy_rows"}
+
+
+def _core_name(core) -> str:
+    if isinstance(core, Softmax):
+        return "log_softmax" if core.log else "softmax"
+    if isinstance(core, Reduce):
+        return f"{core.kind}_reduce"
+    if isinstance(core, (Norm, Scan)):
+        return core.kind
+    if isinstance(core, Permute):
+        return "transpose" if core.transpose else "permute"
+    if isinstance(core, FullReduce):
+        return f"{core.mode}_reduce"
+    return _CORE_NAMES[type(core)]
+
+
+def stem(group: Group) -> str:
+    """A kernel's name from what it computes: relu, fused_mul_add_relu, linear_gelu, sum_reduce..."""
+    if group.core is None:
+        names = _step_names(group.prologue)
+        return names[0] if len(names) == 1 else "fused_" + "_".join(names[:3])
+    base = _core_name(group.core)
+    extra = _step_names(group.prologue)[:1] + _step_names(group.epilogue)[:2]
+    return "_".join([base] + extra) if extra and not isinstance(group.core, FullReduce) else base
+
+
+def _shape_text(program: Program, name: str) -> str:
+    tensor = program.input(name)
+    return "(" + ", ".join(str(s) for s in program.size(tensor.dims)) + ")"
+
+
+def plan_paragraph(program: Program, codes: list[GroupCode], kernels: int, computes: bool) -> str:
+    """2-5 sentences: the inputs and the kernel count, one sentence per kernel, precision (when the kernels
+    do arithmetic rather than move data), generality."""
+    float_inputs = [t for t in program.inputs if t.dtype in SHORT_DTYPE]
+    shapes = ", ".join(f"{t.name} {_shape_text(program, t.name)}" for t in float_inputs)
+    dtype = SHORT_DTYPE[program.dtype]
+    count = "one kernel" if kernels == 1 else f"{kernels} kernels"
+    sentences = [f"Inputs: {shapes}, {dtype}; the model {program.description}, which I write as {count}."]
+    sentences += [c.plan for c in codes]
+    if program.dtype != "float32" and computes and len(sentences) < 5:
+        sentences.append(f"Every load is converted to fp32 at once and every store casts back to {dtype}, "
+                         f"so the {dtype} inputs lose no accuracy in the intermediate math.")
+    if len(sentences) < 5:
+        sentences.append("No size is baked into a kernel: shapes, strides and block counts are read in forward, "
+                         "so other batch sizes and odd lengths work.")
+    return " ".join(sentences[:5])
+
+
+def write_solution(program: Program, reference: Reference, scale: str) -> TeacherSolution:
+    em = Emitter(program, scale)
+    for tensor in program.inputs:
+        em.line(f"{tensor.name} = {tensor.name}.contiguous()")
+    groups = group_stages(program)
+    value = program.inputs[0].name
+    codes = []
+    for index, group in enumerate(groups):
+        code = _writer(group)(em, group, value, stem(group), index == len(groups) - 1)
+        codes.append(code)
+        value = code.out
+    if value != "out":
+        em.line(f"out = {value}")
+    em.line("return out")
+
+    args = ", ".join(("self",) + reference.init_args)
+    init = ["super().__init__()"] + [line.text for line in reference.init_lines if line.solution_keeps]
+    forward_args = ", ".join(("self",) + tuple(t.name for t in program.inputs))
+    body = "\n".join(f"        {line}" for line in em.forward)
+    cls = (
+        "class ModelNew(nn.Module):\n"
+        f"    def __init__({args}):\n" + "".join(f"        {line}\n" for line in init) + "\n"
+        f"    def forward({forward_args}):\n{body}\n"
+    )
+    parts = [HEADER] + em.helpers + [k.source() for k in em.kernels] + [cls]
+    code = "\n\n".join(part.rstrip("\n") + "\n" for part in parts)
+    computes = any(g.prologue or g.epilogue or not isinstance(g.core, LAYOUT) for g in groups)
+    return TeacherSolution(plan=plan_paragraph(program, codes, len(em.kernels), computes), code=code)

@@ -1,0 +1,102 @@
+"""Every family writes a valid KernelBench reference at both scales, with the signature it declares,
+sizes within its scale, input sets, and more than one spelling of the same operators."""
+
+from __future__ import annotations
+
+import ast
+import math
+import random
+
+import pytest
+
+from jaxrl.data.engine import generate_task, op_signature
+from jaxrl.data.engine.families import FAMILIES, get_family
+from jaxrl.data.engine.families.sizes import CPU_MAX_NUMEL, matmul_sizes
+from jaxrl.data.engine.inputs import ITEMSIZE
+
+SAMPLES = 2
+
+
+@pytest.fixture(scope="module")
+def tasks():
+    return {(name, scale): [generate_task(name, seed, scale) for seed in range(SAMPLES)]
+            for name in FAMILIES for scale in ("cpu", "full")}
+
+
+def top_level(code: str) -> dict[str, ast.AST]:
+    return {node.name: node for node in ast.parse(code).body if isinstance(node, (ast.ClassDef, ast.FunctionDef))}
+
+
+@pytest.mark.parametrize("name", list(FAMILIES))
+def test_references_are_kernelbench_modules_with_the_declared_signature(tasks, name):
+    family = get_family(name)
+    for scale in ("cpu", "full"):
+        for task in tasks[(name, scale)]:
+            defs = top_level(task.code)
+            assert {"Model", "get_inputs", "get_init_inputs"} <= set(defs), task.code
+            model = defs["Model"]
+            assert [ast.unparse(base) for base in model.bases] == ["nn.Module"]
+            assert ast.get_docstring(model), "the class has a docstring"
+            assert {f.name for f in model.body if isinstance(f, ast.FunctionDef)} >= {"__init__", "forward"}
+            assert "import torch.nn as nn" in task.code and "device" not in task.code and "cuda" not in task.code
+            assert op_signature(task.code) == task.ops
+            if family.composition:
+                recipe = tuple(task.params["recipe"])
+                assert recipe in family.recipes() and task.ops == family.recipe_ops(recipe)
+                assert 2 <= len(task.ops) <= 4 and set(task.ops) <= set(family.ops)
+            else:
+                assert task.ops == family.ops
+            assert task.difficulty in family.difficulties and task.family == name and task.scale == scale
+
+
+@pytest.mark.parametrize("name", list(FAMILIES))
+def test_sizes_and_dtypes_fit_the_scale(tasks, name):
+    for task in tasks[(name, "cpu")]:
+        assert task.dtype in ("float32", "float16"), "the interpreter mishandles bf16"
+        assert max(math.prod(shape) for shape in task.params["shapes"].values()) <= CPU_MAX_NUMEL
+    for task in tasks[(name, "full")]:
+        shapes = task.params["shapes"].values()
+        total_bytes = sum(math.prod(s) * ITEMSIZE[task.dtype] for s in shapes)
+        assert total_bytes <= 1 << 30
+        if "matmul" in task.ops:
+            continue  # sized by flops below
+        assert max(math.prod(shape) for shape in shapes) >= 1 << 22, (name, task.params)
+
+
+def test_matmul_sizes_are_large_enough_to_time_at_full_scale():
+    rng = random.Random(0)
+    for dtype, floor in (("float32", 1 << 29), ("float16", 1 << 31)):
+        for batched in (False, True):
+            batch, m, n, k = matmul_sizes(rng, "full", dtype, batched)
+            assert batch * m * n * k >= floor
+
+
+@pytest.mark.parametrize("name", list(FAMILIES))
+def test_each_task_has_input_sets_that_redefine_get_inputs(tasks, name):
+    for task in tasks[(name, "cpu")] + tasks[(name, "full")]:
+        names = [s.name for s in task.input_sets]
+        assert len(set(names)) == len(names) and 2 <= len(names) <= 3
+        default = ast.unparse(top_level(task.code)["get_inputs"])
+        for input_set in task.input_sets:
+            defs = top_level(input_set.source)
+            assert "get_inputs" in defs and ast.unparse(defs["get_inputs"]) != default
+            assert set(defs) <= {"get_inputs", "get_init_inputs"} and "device" not in input_set.source
+
+
+def test_one_operator_is_written_in_several_ways():
+    forwards = set()
+    for seed in range(40):
+        model = top_level(generate_task("relu", seed, "cpu").code)["Model"]
+        forward = next(f for f in model.body if isinstance(f, ast.FunctionDef) and f.name == "forward")
+        forwards.add(ast.unparse(forward.body[-1]))
+    assert len(forwards) >= 4, forwards
+    assert any("self." in f for f in forwards) and any("F.relu" in f for f in forwards)
+
+
+def test_weights_are_built_from_init_arguments_the_solution_repeats():
+    task = generate_task("linear", 0, "cpu")
+    init, solution_init = (next(f for f in cls.body if isinstance(f, ast.FunctionDef) and f.name == "__init__")
+                           for cls in (top_level(task.code)["Model"], top_level(task.solution.code)["ModelNew"]))
+    assert [a.arg for a in init.args.args] == [a.arg for a in solution_init.args.args]
+    linear_line = next(ast.unparse(s) for s in init.body if "nn.Linear" in ast.unparse(s))
+    assert linear_line in [ast.unparse(s) for s in solution_init.body]
