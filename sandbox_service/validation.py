@@ -37,10 +37,13 @@ def validate(
     child = None
     try:
         (job_dir / "reference.py").write_text(reference_source)
-        child = lane.spawn(VALIDATOR)
-        wait_ready(child, READY_TIMEOUT_S)
-        child.watch_memory(options.memory_limit_mb)
-        _converse(child, job_dir, input_sets, options, lane, cancel, result)
+        # An unknown reference may need tens of GB of GPU memory (a full-size KernelBench problem): half the budget.
+        with lane.memory.reserve(lane.memory.total // 2 if lane.backend == "cuda" else 0):
+            child = lane.spawn(VALIDATOR)
+            wait_ready(child, READY_TIMEOUT_S)
+            child.watch_memory(options.memory_limit_mb)
+            _converse(child, job_dir, input_sets, options, lane, cancel, result)
+            child.kill()  # its GPU memory is free again before the reservation ends
     except ChildStartError as exc:
         result.status, result.reason = ValidationStatus.INFRA_ERROR, truncate(str(exc))
     except Cancelled:

@@ -48,7 +48,7 @@ def _check_set(module, job: dict, device: torch.device, tolerances) -> tuple[dic
     try:
         init = harness.init_inputs(module, seed, device)
         model = harness.build_model(module, "Model", init, seed, device).eval()
-        first, second, constant = None, None, None
+        first, constant = None, None
         for index, trial_seed in enumerate(seeds):
             inputs = harness.trial_inputs(module, trial_seed, device)
             with torch.no_grad():
@@ -67,8 +67,8 @@ def _check_set(module, job: dict, device: torch.device, tolerances) -> tuple[dic
                 report["output_shapes"] = [list(t.shape) for t in outputs]
                 report["output_dtypes"] = [correctness.dtype_name(t.dtype) for t in outputs]
             elif index == 1:
-                second = outputs
-            del inputs
+                report["varies_with_seed"] = not _close(first, outputs, tolerances)
+            del inputs, outputs  # one trial's outputs besides the first: large references fit
         report["finite"] = True
         again_model = harness.build_model(module, "Model", harness.init_inputs(module, seed, device), seed, device).eval()
         again_inputs = harness.trial_inputs(module, seeds[0], device)
@@ -80,7 +80,6 @@ def _check_set(module, job: dict, device: torch.device, tolerances) -> tuple[dic
         harness.synchronize(device)
         del again_model
         report["deterministic"] = _close(first, again, tolerances)
-        report["varies_with_seed"] = not _close(first, second, tolerances)
         report["degenerate"] = any(constant or [])
     except torch.cuda.OutOfMemoryError as exc:
         report["reason"] = f"out of GPU memory: {str(exc).splitlines()[0][:300]}"
