@@ -108,7 +108,7 @@ class Judge:
         for set_index in range(len(sets)):
             problem.input_fingerprints.append([])
             problem.output_fingerprints.append([])
-            flags: list[bool] | None = None
+            bands: list[list[correctness.Band]] = []
             for trial in range(trials):
                 inputs, outputs = self._run(problem, set_index, trial)
                 problem.input_fingerprints[-1].append(harness.fingerprint([inputs]))
@@ -117,15 +117,14 @@ class Judge:
                     [t for t in inputs if isinstance(t, torch.Tensor)]))
                 size = handover.total_bytes(outputs)
                 problem.output_bytes = max(problem.output_bytes, size)
-                trial_flags = correctness.degenerate_flags(outputs, problem.tolerances)
-                flags = trial_flags if flags is None else [a and b for a, b in zip(flags, trial_flags)]
+                bands.append(correctness.degenerate_bands(outputs, problem.tolerances))
                 keep = keep and problem.cached_bytes + size <= self.budget // 4
                 if keep:
                     problem.expected[(set_index, trial)] = outputs
                     problem.cached_bytes += size
                 del inputs, outputs  # a large problem holds one trial at a time
                 self.tidy()
-            problem.degenerate.append(flags or [])
+            problem.degenerate.append(correctness.degenerate_from_bands(bands))
         return problem
 
     def _run(self, problem: Problem, set_index: int, trial: int) -> tuple[list, list[torch.Tensor]]:

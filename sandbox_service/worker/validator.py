@@ -48,7 +48,7 @@ def _check_set(module, job: dict, device: torch.device, tolerances) -> tuple[dic
     try:
         init = harness.init_inputs(module, seed, device)
         model = harness.build_model(module, "Model", init, seed, device).eval()
-        first, constant = None, None
+        first, bands = None, []
         for index, trial_seed in enumerate(seeds):
             inputs = harness.trial_inputs(module, trial_seed, device)
             with torch.no_grad():
@@ -60,8 +60,7 @@ def _check_set(module, job: dict, device: torch.device, tolerances) -> tuple[dic
             if not all(correctness.all_finite(t) for t in outputs):
                 report["reason"] = f"non-finite outputs (NaN or Inf) for seed {trial_seed}"
                 return report, None
-            flags = correctness.degenerate_flags(outputs, tolerances)
-            constant = flags if constant is None else [a and b for a, b in zip(constant, flags)]
+            bands.append(correctness.degenerate_bands(outputs, tolerances))
             if index == 0:
                 first = outputs
                 report["output_shapes"] = [list(t.shape) for t in outputs]
@@ -80,7 +79,7 @@ def _check_set(module, job: dict, device: torch.device, tolerances) -> tuple[dic
         harness.synchronize(device)
         del again_model
         report["deterministic"] = _close(first, again, tolerances)
-        report["degenerate"] = any(constant or [])
+        report["degenerate"] = any(correctness.degenerate_from_bands(bands))
     except torch.cuda.OutOfMemoryError as exc:
         report["reason"] = f"out of GPU memory: {str(exc).splitlines()[0][:300]}"
         return report, None

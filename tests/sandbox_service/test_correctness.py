@@ -58,3 +58,10 @@ def test_degenerate_problem_rejects_constants_but_accepts_the_real_answer():
 
 def test_ordinary_outputs_are_not_degenerate():
     assert degenerate_outputs([[torch.randn(128, 128)]], tol) == [False]
+
+
+def test_a_scalar_that_changes_with_the_inputs_is_not_degenerate():
+    # Within one trial a scalar always equals some constant; across trials no single constant passes.
+    trials = [[torch.tensor(1.0)], [torch.tensor(1.5)], [torch.tensor(0.7)]]
+    assert degenerate_outputs(trials, tol) == [False]
+    assert degenerate_outputs([[torch.tensor(1.0)], [torch.tensor(1.005)]], tol) == [True]
