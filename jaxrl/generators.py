@@ -51,7 +51,12 @@ def load_model(section: ModelSection, mesh: Any = None) -> tuple[Any, Any, Any]:
     from jaxrl.checkpoint import load_gguf, load_hf_checkpoint, load_tokenizer
 
     kind, path = resolve_source(section.source)
-    tokenizer_source = path if section.tokenizer is None else Path(section.tokenizer).expanduser()
+    if section.tokenizer is None:
+        tokenizer_source = path
+    elif section.tokenizer in BUNDLED:
+        tokenizer_source = resolve_source(section.tokenizer)[1]
+    else:
+        tokenizer_source = Path(section.tokenizer).expanduser()
     if tokenizer_source.is_dir() and not any((tokenizer_source / f).is_file() for f in _TOKENIZER_FILES):
         files = ", ".join(_TOKENIZER_FILES)
         raise FileNotFoundError(f"{tokenizer_source} holds no tokenizer ({files}); set model.tokenizer")

@@ -44,7 +44,7 @@ from jaxrl.training.optim import make_optimizer
 from jaxrl.training.rewards import RewardConfig
 from jaxrl.training.rollout_log import RolloutLogger
 from jaxrl.training.sft_main import (
-    RANDOM_PREFIX, export_policy, load_policy, load_policy_tokenizer, policy_config, run_directory,
+    export_policy, load_policy, load_policy_tokenizer, policy_config, run_directory,
     start_training,
 )
 from jaxrl.training.trainer import TrainStep, model_from_state
@@ -63,10 +63,6 @@ def run(config: Config) -> int:
     updates = settings.max_steps * settings.num_iterations
     optimizer, schedule = make_optimizer(config.optim, updates)
     model_config = policy_config(config.model, tokenizer)
-    if config.model.source.startswith(RANDOM_PREFIX):
-        # A random preset's position limit is nominal (RoPE has no table): widen it to the prompts + completions.
-        needed = config.sampling.max_prompt_tokens + config.sampling.max_new_tokens
-        model_config = model_config.replace(max_position_embeddings=max(model_config.max_position_embeddings, needed))
     loss_config = LossConfig(
         epsilon_low=settings.epsilon_low, epsilon_high=settings.epsilon_high, beta=settings.beta,
         kl_estimator=settings.kl_estimator, loss_agg_mode=settings.loss_agg_mode,

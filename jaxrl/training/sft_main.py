@@ -38,6 +38,7 @@ from jaxrl.training.trainer import TrainStep, abstract_train_state, init_train_s
 log = logging.getLogger(__name__)
 
 RANDOM_PREFIX = "random:"
+RANDOM_MAX_POSITIONS = 32768
 RANDOM_PRESETS = ("tiny_llama", "tiny_qwen3", "smollm2_135m", "qwen3_0_6b", "qwen3_8b")
 CHECKPOINT_DIR = "checkpoints"
 EXPORT_DIR = "hf"
@@ -199,10 +200,13 @@ def policy_config(section: ModelSection, tokenizer: Any) -> ModelConfig:
         if preset not in RANDOM_PRESETS:
             raise ConfigError(f"unknown random model preset {preset!r}; known: {RANDOM_PRESETS}")
         eos = tokenizer.eos_token_id
-        return getattr(presets, preset)(
+        config = getattr(presets, preset)(
             vocab_size=len(tokenizer), bos_token_id=tokenizer.bos_token_id,
             eos_token_ids=() if eos is None else (eos,), **numerics,
         )
+        # A random preset's position limit is nominal (RoPE has no table): wide enough for any prompt and
+        # completion, and the HF export (which later stages load) says so.
+        return config.replace(max_position_embeddings=max(config.max_position_embeddings, RANDOM_MAX_POSITIONS))
     kind, path = resolve_source(source)
     if kind == "gguf":
         import gguf
