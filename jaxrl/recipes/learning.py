@@ -51,12 +51,13 @@ class Plan:
         return self.output_root / name
 
 
-def _command(plan: Plan, command: str, config: str, *extra: str) -> list[str]:
+def _command(plan: Plan, command: str, config: str, *extra: str, last: Sequence[str] = ()) -> list[str]:
+    """The command line; `extra` before the plan's overrides, `last` after them (it wins)."""
     data = plan.run_dir("data-learn")
     paths = {"sft": [f"sft.data={data / 'sft.jsonl'}"], "grpo": [f"grpo.dataset={data / 'rl_tasks.jsonl'}"],
              "eval": [f"eval.dataset={data / 'rl_tasks.jsonl'}"] if config == EVAL_SETS["heldout"] else []}
     return [sys.executable, "-m", "jaxrl.main", command, "--config", str(CONFIGS / config),
-            f"run.output_root={plan.output_root}", *paths.get(command, []), *extra, *plan.overrides]
+            f"run.output_root={plan.output_root}", *paths.get(command, []), *extra, *plan.overrides, *last]
 
 
 def _env(plan: Plan) -> dict[str, str]:
@@ -102,14 +103,24 @@ def _run_all(commands: list[list[str]], plan: Plan) -> None:
         raise RuntimeError(f"failed: {failed}")
 
 
+# Each evaluation set twice: one greedy sample (correct at temperature 0) and k samples at temperature 0.7 (pass@k).
+DECODING = {"greedy": ("sampling.temperature=0.0", "sampling.num_samples=1", "eval.k=[1]"), "sampled": ()}
+
+
+def eval_run_name(model: str, eval_set: str, decoding: str) -> str:
+    return f"learn-eval-{model}-{eval_set}" + ("" if decoding == "sampled" else "-greedy")
+
+
 def _evals(plan: Plan, model: str, source: str, address: str) -> list[list[str]]:
     commands = []
     for eval_set in plan.eval_sets:
-        name = f"learn-eval-{model}-{eval_set}"
-        if (plan.run_dir(name) / "metrics.json").exists():
-            continue
-        commands.append(_command(plan, "eval", EVAL_SETS[eval_set], f"model.source={source}",
-                                 f"run.name={name}", f"sandbox.targets=[{address}]", "--no-progress"))
+        for decoding, extra in DECODING.items():
+            name = eval_run_name(model, eval_set, decoding)
+            if (plan.run_dir(name) / "metrics.json").exists():
+                continue
+            commands.append(_command(plan, "eval", EVAL_SETS[eval_set], f"model.source={source}",
+                                     f"run.name={name}", f"sandbox.targets=[{address}]", "--no-progress",
+                                     last=extra))
     return commands
 
 
@@ -159,9 +170,11 @@ def _report(plan: Plan) -> None:
              if (plan.run_dir(f"learn-grpo-{arm}") / "metrics.jsonl").exists()]
     for model in ("base", "sft", *ARMS):
         for eval_set in plan.eval_sets:
-            run = plan.run_dir(f"learn-eval-{model}-{eval_set}")
-            if (run / "metrics.json").exists():
-                args.append(f"--eval={model}:{eval_set}={run}")
+            for decoding in DECODING:
+                run = plan.run_dir(eval_run_name(model, eval_set, decoding))
+                label = eval_set if decoding == "sampled" else f"{eval_set} (temperature 0)"
+                if (run / "metrics.json").exists():
+                    args.append(f"--eval={model}:{label}={run}")
     report(args)
 
 

@@ -75,6 +75,7 @@ def test_the_plots_and_the_comparison_are_written(learned):
         assert (report / name).stat().st_size > 0, name
     comparison = (report / "comparison.md").read_text()
     assert "| hrd |" in comparison and "| uniform |" in comparison and "### heldout" in comparison
+    assert "### heldout (temperature 0)" in comparison
 
 
 def test_a_resumed_stage_gives_the_metrics_of_a_straight_run(learned, tmp_path):
