@@ -360,8 +360,8 @@ class _Evaluation:
         ready = f"; its process was ready {self.child.ready_after_s:.2f} s after being asked" if self.child else ""
         self.result.layers.append(LayerResult("process", Outcome.PASSED, round(self.acquire_s, 6),
                                               f"waiting for a ready candidate process{ready}"))
-        self.result.layers.append(LayerResult("judge", Outcome.PASSED, round(self.judge.wall_s, 6),
-                                              f"judge work {self.judge.service_s:.4f} s, the rest queueing"))
+        self.result.layers.append(LayerResult("reference_runner", Outcome.PASSED, round(self.judge.wall_s, 6),
+                                              f"reference-runner work {self.judge.service_s:.4f} s, the rest queueing"))
         if self.build_s:
             self.result.layers.append(LayerResult("build", Outcome.PASSED, round(self.build_s, 6),
                                                   "waiting for trusted launcher builds"))

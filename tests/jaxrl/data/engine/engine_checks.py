@@ -135,7 +135,7 @@ def evaluate_many(pairs: list[tuple[str, str]], options, backend: str, workers: 
     info = resolve_backend(backend)
     with tempfile.TemporaryDirectory(prefix="engine-eval-") as root:
         gpu = info.gpus[0] if info.gpus else None
-        lane = Lane.create(info.backend, gpu, warm=workers, work_root=Path(root), triton_cache=None)
+        lane = Lane.create(info.backend, gpu, warm=workers, work_root=Path(root))
         try:
             with ThreadPoolExecutor(workers) as pool:
                 return list(pool.map(lambda pair: evaluate(pair[0], pair[1], options, lane), pairs))
