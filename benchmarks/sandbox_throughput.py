@@ -43,7 +43,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 if str(REPO_ROOT) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(REPO_ROOT))
 
-from jaxrl.data.kernelbench import default_source, load_problems  # noqa: E402
+from jaxrl.data.kernelbench import load_problems, resolve_kernelbench  # noqa: E402
 from sandbox_service.client import Pair, SandboxClient  # noqa: E402
 from sandbox_service.options import EvalOptions  # noqa: E402
 from sandbox_service.results import EvalResult, Status  # noqa: E402
@@ -51,7 +51,7 @@ from sandbox_service.results import EvalResult, Status  # noqa: E402
 LEVEL = 1
 KERNELS_DIR = REPO_ROOT / "benchmarks" / "kernels" / "level1"
 DEFAULT_OUT = REPO_ROOT / "benchmarks" / "results" / "sandbox_throughput.json"
-DEFAULT_BASELINES = default_source().parent / "kernelbench_baseline_times"
+BASELINES_NAME = "kernelbench_baseline_times"  # the folder looked for beside the dataset
 # Problems whose full-size evaluation fits the sandbox. The other candidates here (19 ReLU, 23 Softmax,
 # 47 Sum) face 6.4-8.6 GB inputs per trial: the judge and the candidate child each keep every trial's inputs
 # (and the judge every reference output) on the GPU, so a full-size ReLU ran out of memory even on an H200
@@ -478,7 +478,7 @@ def parse_ids(text: str) -> list[int] | None:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--dataset", type=Path, default=None,
-                        help="KernelBench JSONL (default: ../shared/datasets/kernelbench.jsonl)")
+                        help="KernelBench JSONL or folder (default: found as jaxrl.data.kernelbench_source says)")
     parser.add_argument("--baselines", type=Path, default=None,
                         help="folder of KernelBench baseline-time JSON files (default: beside the dataset, if there)")
     parser.add_argument("--kernels", type=Path, default=KERNELS_DIR, help="folder of <problem_id>_<short>.py candidates")
@@ -517,12 +517,13 @@ def main(argv: list[str] | None = None) -> int:
         options = EvalOptions(trials=args.trials, warmup_runs=args.warmup_runs, timing_runs=args.timing_runs,
                               timeout_s=args.timeout)
     try:
-        cases = load_cases(args.dataset or default_source(), args.kernels, args.ids, cpu_sized=args.dry_run_cpu)
+        dataset = resolve_kernelbench(args.dataset)
+        cases = load_cases(dataset, args.kernels, args.ids, cpu_sized=args.dry_run_cpu)
     except (ValueError, FileNotFoundError) as exc:
         raise SystemExit(f"error: {exc}") from None
     if args.baselines is not None and not args.baselines.is_dir():
         raise SystemExit(f"--baselines: no such folder: {args.baselines}")
-    baselines_dir = args.baselines or DEFAULT_BASELINES
+    baselines_dir = args.baselines or dataset.parent / BASELINES_NAME
     baselines = load_baselines(baselines_dir) if baselines_dir.is_dir() else {}
     if args.target and args.workers:
         log("note: --workers applies to an embedded server only; the running server keeps its own setting")

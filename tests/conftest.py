@@ -1,4 +1,5 @@
-"""Test-wide setup: CPU-only JAX with 8 fake devices, no hub access, `gpu` tests skipped without CUDA."""
+"""Test-wide setup: CPU-only JAX with 8 fake devices, no hub or KernelBench download, `gpu` tests skipped
+without CUDA."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# No test downloads KernelBench by accident (tests/jaxrl/data/test_kernelbench_source.py serves its own).
+os.environ.setdefault("TRITONRL_NO_DOWNLOAD", "1")
 
 import pytest
 

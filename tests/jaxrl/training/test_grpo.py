@@ -8,8 +8,9 @@ import pytest
 
 from jaxrl import sharding as shd
 from jaxrl.sampling.api import Completion
-from jaxrl.training.grpo import FunctionScorer, Task, build_rows, token_offsets
+from jaxrl.training.grpo import FunctionScorer, build_rows, token_offsets
 from jaxrl.training.metrics_log import MetricsLogger, read_metrics
+from jaxrl.training.rollout import Rollout, Task
 from jaxrl.training.rollout_log import RolloutLogger, read_rollouts
 from jaxrl.training.sft import DataPosition
 
@@ -109,8 +110,6 @@ def test_unusable_samples_get_no_gradient():
 
 
 def test_build_rows_masks_unusable_samples():
-    from jaxrl.training.grpo import Rollout
-
     comps = [[Completion("ab", (70, 71), (-1.0, -1.0), "length"), Completion("c", (72,), (-1.0,), "length")]]
     rollout = Rollout([Task("t", "q", "r")], [[5, 6, 7]], comps, [[ok(), None]],
                       [[np.array([2, 2]), np.array([2])]], 0.0, 0.0)
