@@ -258,7 +258,7 @@ class SampleSection(Section):
 class EvalSection(Section):
     """Which KernelBench problems to evaluate and how to report.
 
-    dataset: JSONL or KernelBench folder (None: the shared dataset, see jaxrl.data.kernelbench);
+    dataset: JSONL or KernelBench folder (None: found as jaxrl.data.kernelbench_source says);
     ids: problem ids within the levels (None: all); cpu_sized: the shrunk, validated variant for
     the Triton interpreter; k: the k of the pass@k-style rates (each <= sampling.num_samples);
     run_dir: write into this folder instead of <run.output_root>/<run.name>.
@@ -424,12 +424,12 @@ class CheckpointSection(Section):
 class GRPOSection(Section):
     """GRPO with Hierarchical Reward Decomposition (`python -m jaxrl.main grpo`).
 
-    Tasks: KernelBench-format problems from dataset (None: the shared dataset) at levels/ids, shrunk
-    for the Triton interpreter with cpu_sized. Each step samples group_size completions for each of
-    tasks_per_step tasks (tasks_per_call tasks per generate call; the sandbox scores one call's
-    completions while the next is generated), then makes num_iterations optimizer updates over
-    micro-batches of micro_batch_rows sequences (rows padded to a multiple of row_multiple tokens).
-    max_steps: rollout steps. Sampling knobs (temperature, max_new_tokens, batch_size...) come from
+    Tasks: KernelBench-format problems from dataset (None: found as jaxrl.data.kernelbench_source says)
+    at levels/ids, shrunk for the Triton interpreter with cpu_sized. Each step samples group_size
+    completions for each of tasks_per_step tasks (tasks_per_call tasks per generate call; the sandbox
+    scores one call's completions while the next is generated), then makes num_iterations optimizer
+    updates over micro-batches of micro_batch_rows sequences (rows padded to a multiple of row_multiple
+    tokens). max_steps: rollout steps. Sampling knobs (temperature, max_new_tokens, batch_size...) come from
     the `sampling` section; its num_samples is replaced by group_size.
     Advantages: advantage_estimator (grpo | drgrpo | rloo) with scale_rewards (group | batch | none;
     null = the estimator's default). reward_mode hrd: plan tokens learn from alpha x A(R_speedup),
