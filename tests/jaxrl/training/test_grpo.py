@@ -16,6 +16,8 @@ from jaxrl.training.sft import DataPosition
 
 from grpo_helpers import EOS, ToyTokenizer, lower_first, make_loop, ok
 
+
+@pytest.mark.slow
 def test_synthetic_reward_rises():
     mesh = shd.single_device_mesh()
     loop, state = make_loop(mesh, FunctionScorer(lower_first), steps=12, lr=2e-2)
@@ -155,6 +157,7 @@ def test_token_offsets_with_a_byte_level_tokenizer():
     assert offsets[-1][0] == offsets[-1][1]  # EOS: zero width
 
 
+@pytest.mark.slow
 def test_eight_devices_match_one_device():
     """One GRPO step on a data=2 x fsdp=4 mesh gives the loss and parameters of one device."""
     results = []
