@@ -21,13 +21,14 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("TRITONRL_NO_DOWNLOAD", "1")
 # Compiling XLA programs is most of many JAX tests' time, and tests build the same tiny models again and
 # again: a persistent compilation cache, fresh for each session (each xdist worker, each Bazel target)
-# and shared with the processes the tests start, compiles each program once. A positive size limit turns
-# on the cache's file lock, which those processes need to share it safely.
+# and shared with the processes the tests start, compiles each program once. Programs that compile in
+# under half a second (the op-by-op ones of eager code) are not worth a disk write. A positive size
+# limit turns on the cache's file lock, which those processes need to share it safely.
 if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
     _jax_cache = tempfile.mkdtemp(prefix="tritonrl-jax-cache-")
     atexit.register(shutil.rmtree, _jax_cache, ignore_errors=True)
     os.environ["JAX_COMPILATION_CACHE_DIR"] = _jax_cache
-os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
+os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.5")
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
 os.environ.setdefault("JAX_COMPILATION_CACHE_MAX_SIZE", str(4 << 30))
 
