@@ -4,7 +4,14 @@ Nothing here imports torch or jax; `cpu_sized.validate` runs torch in a subproce
 found (or downloaded once) by `kernelbench_source`.
 """
 
-from jaxrl.data.kernelbench import KernelBenchUnavailable, Problem, load_problems, problem_key, resolve_kernelbench
+from jaxrl.data.kernelbench import (
+    KernelBenchUnavailable,
+    Problem,
+    default_source,
+    load_problems,
+    problem_key,
+    resolve_kernelbench,
+)
 from jaxrl.data.prompts import PromptTemplate, build_messages, format_answer, load_template, render_prompt
 from jaxrl.data.sft_data import SFTExample, kernelbook_examples, read_jsonl, read_kernelbook
 
@@ -14,6 +21,7 @@ __all__ = [
     "PromptTemplate",
     "SFTExample",
     "build_messages",
+    "default_source",
     "format_answer",
     "kernelbook_examples",
     "load_problems",

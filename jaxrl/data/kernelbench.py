@@ -13,10 +13,13 @@ from collections.abc import Iterable
 
 from jaxrl.data.cpu_sized import cpu_sized_problems
 from jaxrl.data.kernelbench_files import read_problems, select_problems
-from jaxrl.data.kernelbench_source import KernelBenchUnavailable, resolve_kernelbench
+from jaxrl.data.kernelbench_source import REPO_ROOT, KernelBenchUnavailable, default_source, resolve_kernelbench
 from jaxrl.data.problem import Problem, problem_key
 
-__all__ = ["KernelBenchUnavailable", "Problem", "load_problems", "problem_key", "resolve_kernelbench"]
+__all__ = [
+    "REPO_ROOT", "KernelBenchUnavailable", "Problem", "default_source", "load_problems", "problem_key",
+    "resolve_kernelbench",
+]
 
 
 def load_problems(

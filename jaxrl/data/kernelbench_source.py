@@ -13,7 +13,8 @@
 
 A path named explicitly (1 or 2) that does not exist is an error rather than a reason to look further:
 the user asked for that copy. When nothing is found `KernelBenchUnavailable` says what was tried and how
-to point at a copy; callers catch it to fall back to other tasks.
+to point at a copy; callers catch it to fall back to other tasks. `default_source` names the local copy
+(steps 2 to 5) without ever downloading, for callers that only want KernelBench when it is already there.
 
 The download is safe to interrupt and to run on a hostile archive: it is extracted into a hidden
 temporary folder beside the cache entry, renamed into place only when complete, and only regular files
@@ -54,13 +55,15 @@ class _DownloadFailed(Exception):
 def resolve_kernelbench(explicit: str | os.PathLike | None = None) -> Path:
     """The KernelBench source to read (see the module docstring for the order)."""
     if explicit is not None:
-        return _existing(Path(explicit), "the given path")
+        if not Path(explicit).exists():
+            raise FileNotFoundError(f"KernelBench source not found: {explicit} (the given path)")
+        return Path(explicit)
+    local = default_source()
+    if local.exists():
+        return local
     if os.environ.get("KERNELBENCH_JSONL"):
-        return _existing(Path(os.environ["KERNELBENCH_JSONL"]), "$KERNELBENCH_JSONL")
+        raise FileNotFoundError(f"KernelBench source not found: {local} ($KERNELBENCH_JSONL)")
     tried = _local_candidates()
-    for path in tried:
-        if path.exists():
-            return path
     url = os.environ.get("KERNELBENCH_URL") or DEFAULT_URL
     if os.environ.get("TRITONRL_NO_DOWNLOAD", "") not in ("", "0"):
         raise KernelBenchUnavailable(_unavailable(tried, "downloading it is disabled (TRITONRL_NO_DOWNLOAD=1)"))
@@ -70,6 +73,15 @@ def resolve_kernelbench(explicit: str | os.PathLike | None = None) -> Path:
         raise KernelBenchUnavailable(_unavailable(tried, f"downloading {url} failed ({exc})")) from None
 
 
+def default_source() -> Path:
+    """The copy steps 2 to 5 find, without downloading: `$KERNELBENCH_JSONL` when set, else the first local
+    candidate that exists, else the first candidate (a path that does not exist)."""
+    if os.environ.get("KERNELBENCH_JSONL"):
+        return Path(os.environ["KERNELBENCH_JSONL"])
+    candidates = _local_candidates()
+    return next((path for path in candidates if path.exists()), candidates[0])
+
+
 def cache_dir() -> Path:
     """The project's cache root: $TRITONRL_CACHE_DIR, else $XDG_CACHE_HOME/tritonrl, else ~/.cache/tritonrl."""
     if os.environ.get("TRITONRL_CACHE_DIR"):
@@ -77,12 +89,6 @@ def cache_dir() -> Path:
     if os.environ.get("XDG_CACHE_HOME"):
         return Path(os.environ["XDG_CACHE_HOME"]) / "tritonrl"
     return Path.home() / ".cache" / "tritonrl"
-
-
-def _existing(path: Path, origin: str) -> Path:
-    if not path.exists():
-        raise FileNotFoundError(f"KernelBench source not found: {path} ({origin})")
-    return path
 
 
 def _local_candidates() -> list[Path]:

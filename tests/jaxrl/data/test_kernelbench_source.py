@@ -17,7 +17,7 @@ import pytest
 
 from jaxrl.data import kernelbench_source
 from jaxrl.data.kernelbench import load_problems
-from jaxrl.data.kernelbench_source import KernelBenchUnavailable, cache_dir, resolve_kernelbench
+from jaxrl.data.kernelbench_source import KernelBenchUnavailable, cache_dir, default_source, resolve_kernelbench
 
 PROBLEM = """import torch
 import torch.nn as nn
@@ -171,6 +171,20 @@ def test_nothing_found_with_downloads_disabled_says_what_was_tried(isolated):
     assert "TRITONRL_NO_DOWNLOAD=1" in message
     assert "KERNELBENCH_JSONL=" in message and "eval.dataset" in message and "grpo.dataset" in message
     assert isinstance(error.value, FileNotFoundError)  # callers that catch FileNotFoundError keep working
+
+
+def test_default_source_names_the_local_copy_and_never_downloads(isolated, monkeypatch, serve):
+    archive = serve(tarball(ARCHIVE_PROBLEMS))
+    monkeypatch.setenv("KERNELBENCH_URL", archive.url)
+    monkeypatch.delenv("TRITONRL_NO_DOWNLOAD")
+    sibling = isolated / "shared" / "datasets" / "kernelbench.jsonl"
+    assert default_source() == sibling and not sibling.exists()  # nothing local: the first candidate
+    assert archive.requests == 0 and not (isolated / "cache").exists()
+    cached = isolated / "cache" / "kernelbench"
+    cached.mkdir(parents=True)
+    assert default_source() == cached
+    jsonl(sibling, 4)
+    assert default_source() == sibling
 
 
 def test_cache_folder_follows_the_environment(monkeypatch, tmp_path):
