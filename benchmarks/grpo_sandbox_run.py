@@ -30,7 +30,6 @@ from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 KERNELS = REPO_ROOT / "benchmarks" / "kernels" / "level1"
-SHARED_DATASET = REPO_ROOT.parent / "shared" / "datasets" / "kernelbench.jsonl"
 if str(REPO_ROOT) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(REPO_ROOT))
 
@@ -149,8 +148,8 @@ def summary_table(sft_metrics: list[dict[str, Any]], grpo_metrics: list[dict[str
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=Path("runs/grpo_sandbox_run"), help="run folder (sft/, grpo/)")
-    parser.add_argument("--dataset", type=Path,
-                        default=Path(os.environ.get("KERNELBENCH_JSONL", SHARED_DATASET)), help="KernelBench JSONL")
+    parser.add_argument("--dataset", type=Path, default=None,
+                        help="KernelBench JSONL or folder (default: found as jaxrl.data.kernelbench_source says)")
     parser.add_argument("--tokenizer", default="smollm2-135m", help="tokenizer folder or bundled model name")
     parser.add_argument("--model", default="random:qwen3_0_6b", help="SFT starting point (model.source)")
     parser.add_argument("--sft-steps", type=int, default=130, help="SFT steps (one batch of all kernels each)")
@@ -172,6 +171,9 @@ def main(argv: list[str] | None = None) -> int:
     if min(args.sft_steps, args.micro_rows, args.grpo_steps, args.group_size, args.tasks_per_step,
            args.max_new_tokens, args.workers) < 1 or args.temperature <= 0:
         raise SystemExit("step counts, sizes and workers must be >= 1 and --temperature > 0")
+    from jaxrl.data.kernelbench_source import resolve_kernelbench
+
+    args.dataset = resolve_kernelbench(args.dataset)
     rows = sft_rows(args.dataset)
     if args.write_data:
         args.write_data.write_text("".join(json.dumps(r) + "\n" for r in rows))

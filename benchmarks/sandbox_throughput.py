@@ -59,7 +59,7 @@ for _path in (REPO_ROOT, REPO_ROOT / "benchmarks"):
     if str(_path) not in sys.path:  # run as a script from anywhere
         sys.path.insert(0, str(_path))
 
-from jaxrl.data.kernelbench import default_source, load_problems  # noqa: E402
+from jaxrl.data.kernelbench import load_problems, resolve_kernelbench  # noqa: E402
 from kernelbench_harness import (  # noqa: E402
     HarnessFolderError, HarnessResult, check_harness_dir, require_cuda, run_many,
 )
@@ -70,9 +70,9 @@ from sandbox_service.results import EvalResult, Status  # noqa: E402
 LEVEL = 1
 KERNELS_DIR = REPO_ROOT / "benchmarks" / "kernels" / "level1"
 DEFAULT_OUT = REPO_ROOT / "benchmarks" / "results" / "sandbox_throughput.json"
-DEFAULT_BASELINES = default_source().parent / "kernelbench_baseline_times"
+BASELINES_NAME = "kernelbench_baseline_times"  # the folder looked for beside the dataset
 # By default every candidate in KERNELS_DIR, the big-input ones included (19 ReLU, 23 Softmax, 47 Sum face
-# 6.4-8.6 GB of inputs per trial): the sandbox now hands outputs of 64 MB and more over through CUDA IPC
+# 6.4-8.6 GB of inputs per trial): the sandbox now hands outputs of 256 MB and more over through CUDA IPC
 # (no copy through host memory or a file) and holds one trial's inputs and outputs at a time, so they are
 # expected to fit an 80 GB H100. --ids selects a subset.
 OVERHEAD_TARGET_S = 1.0
@@ -578,7 +578,7 @@ def parse_ids(text: str) -> list[int] | None:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--dataset", type=Path, default=None,
-                        help="KernelBench JSONL (default: ../shared/datasets/kernelbench.jsonl)")
+                        help="KernelBench JSONL or folder (default: found as jaxrl.data.kernelbench_source says)")
     parser.add_argument("--baselines", type=Path, default=None,
                         help="folder of KernelBench baseline-time JSON files (default: beside the dataset, if there)")
     parser.add_argument("--kernels", type=Path, default=KERNELS_DIR, help="folder of <problem_id>_<short>.py candidates")
@@ -631,12 +631,13 @@ def main(argv: list[str] | None = None) -> int:
         options = EvalOptions(trials=args.trials, warmup_runs=args.warmup_runs, timing_runs=args.timing_runs,
                               timeout_s=args.timeout)
     try:
-        cases = load_cases(args.dataset or default_source(), args.kernels, args.ids, cpu_sized=args.dry_run_cpu)
+        dataset = resolve_kernelbench(args.dataset)
+        cases = load_cases(dataset, args.kernels, args.ids, cpu_sized=args.dry_run_cpu)
     except (ValueError, FileNotFoundError) as exc:
         raise SystemExit(f"error: {exc}") from None
     if args.baselines is not None and not args.baselines.is_dir():
         raise SystemExit(f"--baselines: no such folder: {args.baselines}")
-    baselines_dir = args.baselines or DEFAULT_BASELINES
+    baselines_dir = args.baselines or dataset.parent / BASELINES_NAME
     baselines = load_baselines(baselines_dir) if baselines_dir.is_dir() else {}
     if args.target and args.workers:
         log("note: --workers applies to an embedded server only; the running server keeps its own setting")

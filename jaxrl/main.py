@@ -8,8 +8,8 @@ Config. Commands whose module is not part of this checkout say so instead of fai
 Several processes (one per host) join one run through the JAXRL_* variables of `jaxrl.distributed`.
 
 Exit codes: 0 success; 2 usage or configuration error (unknown command, bad option, bad override,
-missing config file, a problem selection or model source that does not exist, bad JAXRL_* variables);
-1 any other failure; 130 interrupted.
+missing config file, a problem selection or model source that does not exist, no KernelBench found or
+downloadable, bad JAXRL_* variables); 1 any other failure; 130 interrupted.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 from jaxrl import distributed
 from jaxrl.config import Config, ConfigError, load_config
 from jaxrl.data.engine.api import EngineUnavailable
+from jaxrl.data.kernelbench_source import KernelBenchUnavailable
 
 DEFAULT_COMMAND = "eval"
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -199,7 +200,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (NotAvailable, EngineUnavailable) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_FAILURE
-    except ConfigError as exc:  # a command found its configuration unusable before doing the work
+    except (ConfigError, KernelBenchUnavailable) as exc:  # unusable configuration or no data: before the work
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except Exception as exc:  # noqa: BLE001 - the top level reports every failure, with its traceback

@@ -269,14 +269,14 @@ class SampleSection(Section):
 class EvalSection(Section):
     """Which tasks to evaluate and how to report.
 
-    dataset: `kernelbench` (the shared KernelBench, see jaxrl.data.kernelbench), `generated` (tasks
-    the data engine generates in memory: smoke runs), or a path: a KernelBench JSONL or folder, or a
-    data-engine rl_tasks.jsonl (jaxrl.data.task_source). levels / ids: the KernelBench problems (ids
-    None: all of the levels); cpu_sized: the shrunk variant for the Triton interpreter (KernelBench),
-    or the engine's `cpu` scale (generated). split: keep only tasks of this split (engine tasks; None:
-    all). num_generated / generated_seed: the `generated` source's size and seed. k: the k of the
-    pass@k-style rates (each <= sampling.num_samples); run_dir: write into this folder instead of
-    <run.output_root>/<run.name>.
+    dataset: `kernelbench` (found as jaxrl.data.kernelbench_source says: $KERNELBENCH_JSONL, ../shared,
+    the cache or a download), `generated` (tasks the data engine generates in memory: smoke runs), or a
+    path: a KernelBench JSONL or folder, or a data-engine rl_tasks.jsonl (jaxrl.data.task_source). levels
+    / ids: the KernelBench problems (ids None: all of the levels); cpu_sized: the shrunk variant for the
+    Triton interpreter (KernelBench), or the engine's `cpu` scale (generated). split: keep only tasks of
+    this split (engine tasks; None: all). num_generated / generated_seed: the `generated` source's size
+    and seed. k: the k of the pass@k-style rates (each <= sampling.num_samples); run_dir: write into this
+    folder instead of <run.output_root>/<run.name>.
     """
 
     dataset: str = "kernelbench"

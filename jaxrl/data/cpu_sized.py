@@ -45,7 +45,9 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
-from jaxrl.data.kernelbench import REPO_ROOT, Problem, load_problems
+from jaxrl.data.kernelbench_files import read_problems, select_problems
+from jaxrl.data.kernelbench_source import REPO_ROOT, resolve_kernelbench
+from jaxrl.data.problem import Problem
 from jaxrl.data.reference_runner import READY, RESULT_PREFIX
 
 SIZE_CAP = 16
@@ -340,13 +342,14 @@ def build_ids_file(level_checks: dict[int, dict[str, Check]], shrunk: dict[str, 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m jaxrl.data.cpu_sized", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--source", default=None, help="KernelBench JSONL or folder (default: the shared dataset)")
+    parser.add_argument("--source", default=None, help="KernelBench JSONL or folder (default: the usual search)")
     parser.add_argument("--level", type=int, action="append", required=True, help="level to process (repeatable)")
     parser.add_argument("--validate", action="store_true", help="run every shrunk reference and write --out")
     parser.add_argument("--out", type=Path, default=IDS_FILE, help="where to write the kept-ids JSON")
     parser.add_argument("--show", type=int, default=None, metavar="ID", help="print the shrunk source of one problem")
     args = parser.parse_args(argv)
-    problems = [shrink_problem(p) for p in load_problems(args.source, levels=args.level)]
+    source = resolve_kernelbench(args.source)
+    problems = [shrink_problem(p) for p in select_problems(read_problems(source), args.level, None, str(source))]
     if args.show is not None:
         for problem in problems:
             if problem.problem_id == args.show:

@@ -53,28 +53,18 @@ from jaxrl.training.losses import LossConfig, LossOutput, policy_loss, summarize
 from jaxrl.training.metrics_log import MetricsLogger, to_number
 from jaxrl.training.multihost import broadcast_json
 from jaxrl.training.rewards import RewardConfig, score_results
+from jaxrl.training.rollout import Rollout, Task
 from jaxrl.training.rollout_log import RolloutLogger
 from jaxrl.training.sft import BatchOrder, DataPosition
 from jaxrl.training.trainer import LossFn, TrainState, TrainStep, model_from_state
 from sandbox_service.client import SandboxClient
-from sandbox_service.options import EvalOptions, InputSet
+from sandbox_service.options import EvalOptions
 from sandbox_service.results import EvalResult, Status, Violation
 
 log = logging.getLogger(__name__)
 
 
-# ---------------------------------------------------------------------------------------------- tasks
-
-
-@dataclasses.dataclass(frozen=True)
-class Task:
-    """One RL task: `prompt` is rendered text (chat template applied); `reference` is what the scorer
-    compares against (the PyTorch reference source); a candidate must also be correct on `input_sets`."""
-
-    key: str
-    prompt: str
-    reference: str
-    input_sets: tuple[InputSet, ...] = ()
+# ---------------------------------------------------------------------------------------------- scorers
 
 
 class Scorer(Protocol):
@@ -172,26 +162,6 @@ def token_offsets(decode: Callable[[Sequence[int]], str], token_ids: Sequence[in
 
 
 # ---------------------------------------------------------------------------------------------- rollout
-
-
-@dataclasses.dataclass
-class Rollout:
-    """G completions for each of a step's tasks, in task-major order, with their verdicts and segments."""
-
-    tasks: list[Task]
-    prompt_ids: list[list[int]]
-    completions: list[list[Completion]]
-    verdicts: list[list[dict[str, Any] | None]]
-    segments: list[list[np.ndarray]]
-    generation_s: float
-    scoring_wait_s: float
-
-    @property
-    def group_size(self) -> int:
-        return len(self.completions[0])
-
-    def flat(self) -> list[tuple[int, int]]:
-        return [(t, g) for t in range(len(self.tasks)) for g in range(self.group_size)]
 
 
 def collect_rollout(

@@ -23,17 +23,15 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from jaxrl.training.hrd import CODE, PLAN
 from jaxrl.training.metrics_log import drop_lines_after, read_jsonl
 from jaxrl.training.rewards import RewardBatch
+from jaxrl.training.rollout import Rollout
 from sandbox_service.results import truncate
-
-if TYPE_CHECKING:
-    from jaxrl.training.grpo import Rollout
 
 ROLLOUTS_FILE = "rollouts.jsonl"
 TEXT_LIMIT = 500

@@ -37,6 +37,7 @@ def test_flops_per_token_of_the_8b_shape():
     assert result["mfu"] == pytest.approx(flops["flops_per_token"] * 1000.0 / 2e15)
 
 
+@pytest.mark.slow
 def test_tiny_run_prints_the_table_and_writes_every_number(tmp_path):
     out = tmp_path / "train.json"
     # Eight CPU devices: the JAX step runs on an fsdp mesh, rows split over the devices.

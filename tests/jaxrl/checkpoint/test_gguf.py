@@ -181,6 +181,7 @@ def test_tokenizer_from_gguf_survives_export(smollm2_tokenizer, tmp_path):
         load_tokenizer(tmp_path / "nothing.gguf")
 
 
+@pytest.mark.slow
 def test_bundled_smollm2_greedy_matches_transformers(smollm2_tokenizer):
     torch = pytest.importorskip("torch")
     from transformers import AutoModelForCausalLM

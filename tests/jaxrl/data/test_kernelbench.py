@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from jaxrl.data.kernelbench import Problem, default_source, load_problems
+from jaxrl.data.kernelbench import Problem, load_problems
 
 MINIMAL = """import torch
 import torch.nn as nn
@@ -21,11 +21,6 @@ def get_inputs():
 def get_init_inputs():
     return []
 """
-
-
-def write_jsonl(path, rows):
-    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
-    return path
 
 
 def test_shared_dataset_loads_all_levels_sorted(kernelbench_path, kernelbench_rows):
@@ -50,16 +45,6 @@ def test_missing_level_or_id_is_an_error_not_an_empty_list(kernelbench_path):
         load_problems(kernelbench_path, levels=[1, 7])
     with pytest.raises(ValueError, match=r"id\(s\) \[51\]"):
         load_problems(kernelbench_path, levels=[4], ids=[1, 51])
-
-
-def test_default_source_follows_the_environment(monkeypatch, tmp_path):
-    path = write_jsonl(tmp_path / "kb.jsonl", [{"level": 1, "problem_id": 5, "name": "5_X", "code": MINIMAL}])
-    monkeypatch.setenv("KERNELBENCH_JSONL", str(path))
-    assert default_source() == path
-    assert [p.key for p in load_problems()] == ["L1/5"]
-    monkeypatch.setenv("KERNELBENCH_JSONL", str(tmp_path / "absent.jsonl"))
-    with pytest.raises(FileNotFoundError, match="KERNELBENCH_JSONL"):
-        load_problems()
 
 
 def test_folder_layout_matches_the_jsonl(kernelbench_path, tmp_path):

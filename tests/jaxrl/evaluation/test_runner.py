@@ -72,6 +72,7 @@ def _read_samples(run) -> list[dict]:
     return [json.loads(line) for line in run.samples_path.read_text().splitlines()]
 
 
+@pytest.mark.slow
 def test_end_to_end_through_the_embedded_sandbox(kernelbench_path, tmp_path):
     config = _config(kernelbench_path, tmp_path)
     run = run_eval(config, ScriptedGenerator(SCRIPT), progress=False)

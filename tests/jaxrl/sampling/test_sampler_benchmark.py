@@ -38,6 +38,7 @@ def test_roofline_of_the_8b_shape(bench):
     assert bench.weight_bytes_per_step(tied) == 2 * tied.num_params()
 
 
+@pytest.mark.slow
 def test_tiny_run_exercises_every_part(tmp_path):
     out = tmp_path / "result.json"
     env = {**os.environ, "JAX_PLATFORMS": "cpu", "HF_HUB_OFFLINE": "1"}

@@ -30,11 +30,17 @@ def mesh8():
 
 def trained_state(optimizer, mesh, seed=0):
     """A state whose every part differs from a fresh one: one update with nonzero gradients."""
-    graphdef, state, shardings = init_train_state(init_model(CONFIG, seed=seed, mesh=mesh), optimizer, mesh, seed=7)
+    _, state, _ = init_train_state(init_model(CONFIG, seed=seed, mesh=mesh), optimizer, mesh, seed=7)
     grads = jax.tree.map(lambda p: jnp.full(p.shape, 0.01, p.dtype), state.params)
     updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
     params = jax.tree.map(lambda p, u: p + u, state.params, updates)
-    return type(state)(step=state.step + 1, params=params, opt_state=opt_state, rng=state.rng), shardings
+    return type(state)(step=state.step + 1, params=params, opt_state=opt_state, rng=state.rng)
+
+
+@pytest.fixture(scope="module")
+def sharded_state(optimizer):
+    """A trained state on the 8-device mesh; read-only, shared by the tests that save it."""
+    return trained_state(optimizer, mesh8())
 
 
 def assert_trees_equal(a, b):
@@ -43,9 +49,10 @@ def assert_trees_equal(a, b):
         np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
 
 
-def test_round_trip_restores_every_array_exactly_in_the_target_layout(optimizer, tmp_path):
+@pytest.mark.slow
+def test_round_trip_restores_every_array_exactly_in_the_target_layout(optimizer, sharded_state, tmp_path):
     mesh = mesh8()
-    state, shardings = trained_state(optimizer, mesh)
+    state = sharded_state
     with Checkpointer(tmp_path) as ckpt:
         assert ckpt.latest_step() is None
         assert ckpt.save(1, state, {"data_position": {"epoch": 0, "index": 4}})
@@ -63,8 +70,8 @@ def test_round_trip_restores_every_array_exactly_in_the_target_layout(optimizer,
     assert mu["embedder"]["embedding"].sharding.spec != jax.sharding.PartitionSpec()
 
 
-def test_restore_onto_another_mesh(optimizer, tmp_path):
-    state, _ = trained_state(optimizer, mesh8())
+def test_restore_onto_another_mesh(optimizer, sharded_state, tmp_path):
+    state = sharded_state
     with Checkpointer(tmp_path) as ckpt:
         ckpt.save(3, state, {})
         single = shd.single_device_mesh()
@@ -95,7 +102,7 @@ def test_retention_latest_step_and_existing_steps(optimizer, tmp_path):
 def test_async_save_keeps_the_values_of_save_time(optimizer, tmp_path):
     """The state passed to save may be donated to the next update right away (as the trainer does)."""
     mesh = shd.single_device_mesh()
-    state, _ = trained_state(optimizer, mesh)
+    state = trained_state(optimizer, mesh)
     expected = jax.device_get(state)
     bump = jax.jit(lambda s: jax.tree.map(lambda x: x + 1, s), donate_argnums=0)
     with Checkpointer(tmp_path, async_save=True) as ckpt:

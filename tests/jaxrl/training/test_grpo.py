@@ -8,13 +8,16 @@ import pytest
 
 from jaxrl import sharding as shd
 from jaxrl.sampling.api import Completion
-from jaxrl.training.grpo import FunctionScorer, Task, build_rows, token_offsets
+from jaxrl.training.grpo import FunctionScorer, build_rows, token_offsets
 from jaxrl.training.metrics_log import MetricsLogger, read_metrics
+from jaxrl.training.rollout import Rollout, Task
 from jaxrl.training.rollout_log import RolloutLogger, read_rollouts
 from jaxrl.training.sft import DataPosition
 
 from grpo_helpers import EOS, ToyTokenizer, lower_first, make_loop, ok
 
+
+@pytest.mark.slow
 def test_synthetic_reward_rises():
     mesh = shd.single_device_mesh()
     loop, state = make_loop(mesh, FunctionScorer(lower_first), steps=12, lr=2e-2)
@@ -109,8 +112,6 @@ def test_unusable_samples_get_no_gradient():
 
 
 def test_build_rows_masks_unusable_samples():
-    from jaxrl.training.grpo import Rollout
-
     comps = [[Completion("ab", (70, 71), (-1.0, -1.0), "length"), Completion("c", (72,), (-1.0,), "length")]]
     rollout = Rollout([Task("t", "q", "r")], [[5, 6, 7]], comps, [[ok(), None]],
                       [[np.array([2, 2]), np.array([2])]], 0.0, 0.0)
@@ -156,6 +157,7 @@ def test_token_offsets_with_a_byte_level_tokenizer():
     assert offsets[-1][0] == offsets[-1][1]  # EOS: zero width
 
 
+@pytest.mark.slow
 def test_eight_devices_match_one_device():
     """One GRPO step on a data=2 x fsdp=4 mesh gives the loss and parameters of one device."""
     results = []

@@ -8,9 +8,10 @@ from grpo_helpers import EOS, ToyTokenizer
 
 from jaxrl.sampling.api import Completion
 from jaxrl.training.advantages import AdvantageConfig
-from jaxrl.training.grpo import Rollout, Task, completion_segments, verdict_dict
+from jaxrl.training.grpo import completion_segments, verdict_dict
 from jaxrl.training.hrd import RewardModeConfig, sequence_advantages
 from jaxrl.training.rewards import RewardConfig, score_results
+from jaxrl.training.rollout import Rollout, Task
 from jaxrl.training.rollout_log import RolloutLogger, read_rollouts, rollout_records, verdict_fields
 from sandbox_service.results import EvalResult, Status, Violation
 

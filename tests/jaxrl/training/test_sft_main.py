@@ -97,6 +97,7 @@ def test_run_writes_metrics_checkpoints_and_a_loadable_hf_folder(tmp_path, token
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
 
+@pytest.mark.slow
 def test_a_killed_run_started_again_resumes_and_matches_the_uninterrupted_run(
     tmp_path, tokenizer_dir, chat_data, monkeypatch
 ):
