@@ -3,8 +3,11 @@
 TEST_TAGS = {
     "tests/benchmarks/test_train_throughput.py": ["slow"],
     "tests/jaxrl/checkpoint/test_gguf.py": ["slow"],
+    "tests/jaxrl/data/engine/test_teacher.py": ["slow"],
+    "tests/jaxrl/data/engine/test_teacher_gpu.py": ["gpu"],
     "tests/jaxrl/evaluation/test_runner.py": ["slow"],
     "tests/jaxrl/models/test_transformer.py": ["gpu"],
+    "tests/jaxrl/recipes/test_learning.py": ["slow"],
     "tests/jaxrl/sampling/test_cli_bundled.py": ["slow"],
     "tests/jaxrl/sampling/test_sampler_benchmark.py": ["slow"],
     "tests/jaxrl/test_main.py": ["slow"],

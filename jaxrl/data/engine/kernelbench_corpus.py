@@ -1,20 +1,24 @@
 """The benchmark the build is decontaminated against: every KernelBench problem, when it can be found.
 
 A generated task that matches a KernelBench problem (the engine's `Decontaminator`: the same normalized
-AST, or the same operator signature on the same kinds of inputs) is dropped, so training data never holds a benchmark problem. When the default
-copy of KernelBench is missing, the build goes on but says so loudly: the corpus is `found=False`, and
-the card and summary mark the build "not decontaminated". A path given explicitly must exist.
+AST, or the same operator signature on the same kinds of inputs) is dropped, so training data never
+holds a benchmark problem. When no copy can be found (`resolve_kernelbench`: the local copies, the cache,
+a download), the build goes on but says so loudly: the corpus is `found=False`, and the card and summary
+mark the build "not decontaminated". A path given explicitly must exist.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
+import logging
 from pathlib import Path
 from typing import Any
 
 from jaxrl.data.engine.api import Engine
-from jaxrl.data.kernelbench import Problem, default_source, load_problems
+from jaxrl.data.kernelbench import KernelBenchUnavailable, Problem, load_problems, resolve_kernelbench
+
+log = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,10 +45,16 @@ class Corpus:
 
 
 def load_corpus(source: str | None) -> Corpus:
-    """Every level of KernelBench at `source` (None: the shared copy, which may be missing)."""
-    path = Path(source).expanduser() if source is not None else default_source()
-    if source is None and not path.exists():
-        return Corpus(str(path), (), found=False)
+    """Every level of KernelBench at `source` (None: found as `resolve_kernelbench` says, a download
+    included; not found at all, the corpus is empty and the card says the data is not decontaminated)."""
+    if source is not None:
+        path = Path(source).expanduser()
+        return Corpus(str(path), tuple(load_problems(path)), found=True)
+    try:
+        path = resolve_kernelbench()
+    except KernelBenchUnavailable as exc:
+        log.warning("no KernelBench copy to decontaminate against: %s", exc)
+        return Corpus("(not found)", (), found=False)
     return Corpus(str(path), tuple(load_problems(path)), found=True)
 
 
