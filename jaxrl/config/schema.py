@@ -29,6 +29,7 @@ RematPolicy = Literal["none", "full", "dots"]
 Backend = Literal["auto", "cuda", "interpreter"]
 Policy = Literal["strict", "relaxed"]
 Split = Literal["train", "val", "heldout"]
+Fallback = Literal["generated"]
 
 _NULLS = ("null", "none", "None", "~")
 _HOST_PORT = re.compile(r"^(?P<host>[^\s:]+|\[[0-9a-fA-F:]+\]):(?P<port>\d+)$")
@@ -276,7 +277,9 @@ class EvalSection(Section):
     Triton interpreter (KernelBench), or the engine's `cpu` scale (generated). split: keep only tasks of
     this split (engine tasks; None: all). num_generated / generated_seed: the `generated` source's size
     and seed. k: the k of the pass@k-style rates (each <= sampling.num_samples); run_dir: write into this
-    folder instead of <run.output_root>/<run.name>.
+    folder instead of <run.output_root>/<run.name>. fallback: `generated` evaluates generated tasks
+    (num_generated of them) when dataset is `kernelbench` and no copy can be found or downloaded (the
+    embedded default in a bare, offline clone); None: that is an error.
     """
 
     dataset: str = "kernelbench"
@@ -286,6 +289,7 @@ class EvalSection(Section):
     split: Split | None = None
     num_generated: int = 16
     generated_seed: int = 0
+    fallback: Fallback | None = None
     k: tuple[int, ...] = (1,)
     run_dir: str | None = None
 
@@ -446,8 +450,8 @@ class GRPOSection(Section):
     in memory by the data engine from generated_seed, at the engine's `cpu` scale with cpu_sized), a
     data-engine rl_tasks.jsonl path, or `kernelbench` / a KernelBench JSONL or folder at levels/ids
     (only when asked for: KernelBench is the evaluation benchmark, and training on it is warned
-    about). split: the engine split trained on (train by default; None: every split). Each step samples group_size completions for each of
-    tasks_per_step tasks (tasks_per_call tasks per generate call; the sandbox scores one call's
+    about). split: the engine split trained on (train by default; None: every split). fallback: as in
+    the `eval` section. Each step samples group_size completions for each of tasks_per_step tasks (tasks_per_call tasks per generate call; the sandbox scores one call's
     completions while the next is generated), then makes num_iterations optimizer updates over
     micro-batches of micro_batch_rows sequences (rows padded to a multiple of row_multiple tokens).
     max_steps: rollout steps. Sampling knobs (temperature, max_new_tokens, batch_size...) come from
@@ -472,6 +476,7 @@ class GRPOSection(Section):
     split: Split | None = "train"
     num_generated: int = 256
     generated_seed: int = 0
+    fallback: Fallback | None = None
     group_size: int = 8
     tasks_per_step: int = 32
     tasks_per_call: int = 4

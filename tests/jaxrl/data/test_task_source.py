@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 import re
@@ -119,3 +120,31 @@ def test_a_missing_dataset_is_named(tmp_path):
     (tmp_path / "odd.jsonl").write_text('{"prompt": "x"}\n')
     with pytest.raises(ValueError, match="neither a data-engine task"):
         load_tasks(TaskSelection(str(tmp_path / "odd.jsonl")))
+
+
+@pytest.fixture
+def no_kernelbench(monkeypatch, tmp_path):
+    """Nothing to read KernelBench from: no copy beside the checkout, no cache, no download."""
+    from jaxrl.data import kernelbench_source
+
+    for name in ("KERNELBENCH_JSONL", "TRITONRL_SHARED_DIR", "KERNELBENCH_URL", "XDG_CACHE_HOME"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("TRITONRL_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("TRITONRL_NO_DOWNLOAD", "1")
+    monkeypatch.setattr(kernelbench_source, "REPO_ROOT", tmp_path / "checkout")
+
+
+def test_without_kernelbench_the_generated_fallback_is_used_only_when_asked(no_kernelbench, caplog):
+    from jaxrl.data.kernelbench_source import KernelBenchUnavailable
+
+    asked = TaskSelection(KERNELBENCH, levels=(1,), ids=(19, 21), cpu_sized=True, num_generated=5, fallback=GENERATED)
+    with pytest.raises(KernelBenchUnavailable, match="KernelBench not found"):
+        load_tasks(dataclasses.replace(asked, fallback=None), engine=FAKE_ENGINE)
+    tasks = load_tasks(asked, engine=FAKE_ENGINE)
+    assert tasks == load_tasks(TaskSelection(GENERATED, cpu_sized=True, num_generated=5), engine=FAKE_ENGINE)
+    assert "Falling back to 5 tasks generated" in caplog.text
+
+
+def test_an_explicit_kernelbench_path_never_falls_back(no_kernelbench, tmp_path):
+    with pytest.raises(FileNotFoundError, match="no such file or folder"):
+        load_tasks(TaskSelection(str(tmp_path / "kb.jsonl"), fallback=GENERATED), engine=FAKE_ENGINE)
