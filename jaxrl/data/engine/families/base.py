@@ -90,3 +90,18 @@ class Family(abc.ABC):
             solution=solution,
             params=params,
         )
+
+
+
+class SingleOpFamily(Family):
+    """A family of one operator, named after it: `op` is its name and its whole signature."""
+
+    op: str
+
+    @property
+    def name(self) -> str:
+        return self.op
+
+    @property
+    def ops(self) -> tuple[str, ...]:
+        return (self.op,)

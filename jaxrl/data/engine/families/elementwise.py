@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import random
 
-from jaxrl.data.engine.families.base import Draw, Family, Recipe
+from jaxrl.data.engine.families.base import Draw, Family, Recipe, SingleOpFamily
 from jaxrl.data.engine.families.builder import Builder
 from jaxrl.data.engine.families.common import (
     DESCRIPTIONS,
@@ -31,20 +31,12 @@ def _value_shape(b: Builder, scale: str, budget: float = 1.0) -> list[str]:
 
 
 @dataclasses.dataclass
-class ActivationFamily(Family):
+class ActivationFamily(SingleOpFamily):
     """One activation on a tensor of rank 2-4 (the KernelBench level-1 activations and more)."""
 
     op: str
     category: str = "activation"
     difficulties: tuple[str, ...] = ("easy",)
-
-    @property
-    def name(self) -> str:
-        return self.op
-
-    @property
-    def ops(self) -> tuple[str, ...]:
-        return (self.op,)
 
     def draw(self, rng: random.Random, scale: str, recipe: Recipe | None = None) -> Draw:
         b = Builder(rng, pick_dtype(rng, scale))
@@ -55,20 +47,12 @@ class ActivationFamily(Family):
 
 
 @dataclasses.dataclass
-class UnaryMathFamily(Family):
+class UnaryMathFamily(SingleOpFamily):
     """exp, log (on positive inputs), square."""
 
     op: str
     category: str = "elementwise"
     difficulties: tuple[str, ...] = ("easy",)
-
-    @property
-    def name(self) -> str:
-        return self.op
-
-    @property
-    def ops(self) -> tuple[str, ...]:
-        return (self.op,)
 
     def draw(self, rng: random.Random, scale: str, recipe: Recipe | None = None) -> Draw:
         b = Builder(rng, pick_dtype(rng, scale))
@@ -100,20 +84,12 @@ VERBS = {"add": "adds", "sub": "subtracts", "mul": "multiplies by", "div": "divi
 
 
 @dataclasses.dataclass
-class ArithmeticFamily(Family):
+class ArithmeticFamily(SingleOpFamily):
     """x <op> other, with other a scalar, a same-shape tensor or a broadcast tensor (input or parameter)."""
 
     op: str
     category: str = "arithmetic"
     difficulties: tuple[str, ...] = ("easy", "medium")
-
-    @property
-    def name(self) -> str:
-        return self.op
-
-    @property
-    def ops(self) -> tuple[str, ...]:
-        return (self.op,)
 
     def draw(self, rng: random.Random, scale: str, recipe: Recipe | None = None) -> Draw:
         b = Builder(rng, pick_dtype(rng, scale))

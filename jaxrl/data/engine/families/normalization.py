@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import random
 
-from jaxrl.data.engine.families.base import Draw, Family, Recipe
+from jaxrl.data.engine.families.base import Draw, Family, Recipe, SingleOpFamily
 from jaxrl.data.engine.families.builder import Builder
 from jaxrl.data.engine.families.common import primary
 from jaxrl.data.engine.families.reductions import axis_value, reduced_axis
@@ -42,25 +42,17 @@ NORM_WORDS = {"layer_norm": "layer normalization", "rms_norm": "RMS normalizatio
 
 
 @dataclasses.dataclass
-class NormFamily(Family):
+class NormFamily(SingleOpFamily):
     """nn.LayerNorm / nn.RMSNorm modules (default weights), or F.layer_norm / F.rms_norm with random weights."""
 
-    kind: str
+    op: str
     category: str = "normalization"
     difficulties: tuple[str, ...] = ("medium",)
 
-    @property
-    def name(self) -> str:
-        return self.kind
-
-    @property
-    def ops(self) -> tuple[str, ...]:
-        return (self.kind,)
-
     def draw(self, rng: random.Random, scale: str, recipe: Recipe | None = None) -> Draw:
         b = Builder(rng, pick_dtype(rng, scale))
-        add_norm(b, scale, self.kind, rng.choice([2, 2, 3, 4]), head=True)
-        return Draw(b.build(f"applies {NORM_WORDS[self.kind]} over the trailing dimensions"), "medium", {})
+        add_norm(b, scale, self.op, rng.choice([2, 2, 3, 4]), head=True)
+        return Draw(b.build(f"applies {NORM_WORDS[self.op]} over the trailing dimensions"), "medium", {})
 
 
 def add_norm(b: Builder, scale: str, kind: str, rank: int, head: bool, axes: int | None = None) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 import random
 
-from jaxrl.data.engine.families.base import Draw, Family, Recipe
+from jaxrl.data.engine.families.base import Draw, Family, Recipe, SingleOpFamily
 from jaxrl.data.engine.families.builder import Builder
 from jaxrl.data.engine.families.common import primary
 from jaxrl.data.engine.families.sizes import axis_shape, log_uniform, pick_dtype, roughen, row_length
@@ -76,32 +76,24 @@ SCAN_WORDS = {"cumsum": "cumulative sum", "cumprod": "cumulative product", "cumm
 
 
 @dataclasses.dataclass
-class ScanFamily(Family):
-    kind: str
+class ScanFamily(SingleOpFamily):
+    op: str
     category: str = "scan"
     difficulties: tuple[str, ...] = ("medium", "hard")
 
-    @property
-    def name(self) -> str:
-        return self.kind
-
-    @property
-    def ops(self) -> tuple[str, ...]:
-        return (self.kind,)
-
     def draw(self, rng: random.Random, scale: str, recipe: Recipe | None = None) -> Draw:
         # Long fp16 prefix sums and products lose too much precision in the reference itself.
-        dtype = pick_dtype(rng, scale) if self.kind == "cummax" else (
+        dtype = pick_dtype(rng, scale) if self.op == "cummax" else (
             rng.choice(["float32", "float16"]) if scale == "cpu" else "float32")
         b = Builder(rng, dtype)
         rank = rng.choice([2, 2, 3])
         dims, axis, last = reduced_axis(b, scale, rank, 0.6, full_row=(256, 2048))
         # products of values near 1 neither vanish nor overflow over thousands of steps
-        near_one = self.kind == "cumprod"
+        near_one = self.op == "cumprod"
         dist: Distribution = Uniform(0.97, 1.03) if near_one else Normal(std=round(rng.uniform(0.5, 2.0), 2))
         primary(b, dims, dist)
-        b.stage(Scan(self.kind, axis_value(b, axis, rank)))
-        return Draw(b.build(f"computes the {SCAN_WORDS[self.kind]} along dimension {axis}"),
+        b.stage(Scan(self.op, axis_value(b, axis, rank)))
+        return Draw(b.build(f"computes the {SCAN_WORDS[self.op]} along dimension {axis}"),
                     "medium" if last else "hard", {"axis": axis})
 
 
