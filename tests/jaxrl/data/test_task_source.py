@@ -148,3 +148,10 @@ def test_without_kernelbench_the_generated_fallback_is_used_only_when_asked(no_k
 def test_an_explicit_kernelbench_path_never_falls_back(no_kernelbench, tmp_path):
     with pytest.raises(FileNotFoundError, match="no such file or folder"):
         load_tasks(TaskSelection(str(tmp_path / "kb.jsonl"), fallback=GENERATED), engine=FAKE_ENGINE)
+
+
+def test_the_embedded_default_evaluates_generated_tasks_in_a_bare_offline_clone(no_kernelbench):
+    from jaxrl.config import load_config
+
+    tasks = load_tasks(TaskSelection.from_section(load_config("eval_cpu_tiny").eval))
+    assert len(tasks) == 3 and all(t.family and t.input_sets and t.level is None for t in tasks)
