@@ -34,7 +34,7 @@ from jaxrl.data.engine.api import Engine, SplitFn, check_families
 from jaxrl.data.engine.card import CardHeader, render_card, terminal_summary
 from jaxrl.data.engine.kernelbench_corpus import Corpus, Decontamination
 from jaxrl.data.engine.outcomes import (
-    DECONTAMINATE, DUPLICATE, INDUCTOR, VALIDATE, Drop, PairAttempt, TaskOutcome,
+    DECONTAMINATE, DUPLICATE, INDUCTOR, TEMPLATE, VALIDATE, Drop, PairAttempt, TaskOutcome,
 )
 from jaxrl.data.engine.rows import answer_text, inductor_solution, pair_tokens, prompt_messages, rl_row, sft_row
 from jaxrl.data.engine.sandbox_api import BuildClient, status_name
@@ -208,6 +208,9 @@ class _ShardBuilder:
         attempts: dict[int, list[PairAttempt]] = {i: [] for i in train}
         verified: dict[int, tuple[TeacherSolution, EvalResult]] = {}
         templated = [i for i in train if tasks[i].solution is not None]
+        for i in train:
+            if tasks[i].teacher_error:
+                attempts[i].append(PairAttempt(TEMPLATE, "teacher_error", _short(tasks[i].teacher_error)))
         with timer("verify"):
             self._verify(stages, tasks, templated, {i: tasks[i].solution for i in templated}, attempts, verified,
                          "verify")

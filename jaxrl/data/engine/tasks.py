@@ -31,7 +31,9 @@ class TeacherSolution:
 @dataclasses.dataclass(frozen=True)
 class GeneratedTask:
     """One generated problem. `ops` is its operator signature in forward order (e.g. ("matmul", "add",
-    "relu")); `family` names the generator (a single op family or a composition recipe)."""
+    "relu")); `family` names the generator (a single op family or a composition recipe). `teacher_error`
+    says why the template wrote no solution when it failed (a bug in the teacher costs the pair, not the
+    build; the card counts it)."""
 
     task_id: str
     family: str
@@ -44,3 +46,4 @@ class GeneratedTask:
     input_sets: tuple[InputSet, ...] = ()
     solution: TeacherSolution | None = None
     params: dict[str, Any] = dataclasses.field(default_factory=dict)
+    teacher_error: str | None = None

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import abc
 import dataclasses
+import logging
 import random
 from typing import Any
 
@@ -19,6 +20,8 @@ from jaxrl.data.engine.render import render_reference
 from jaxrl.data.engine.tasks import DIFFICULTIES, GeneratedTask
 from jaxrl.data.engine.families.sizes import check_scale, max_numel
 from jaxrl.data.engine.teacher import write_solution
+
+log = logging.getLogger(__name__)
 
 Recipe = tuple[str, ...]
 
@@ -74,7 +77,12 @@ class Family(abc.ABC):
         program = drawn.program
         reference = render_reference(program, rng)
         input_sets = make_input_sets(program, reference.spell, rng, scale, max_numel(scale))
-        solution = write_solution(program, reference, scale)
+        teacher_error = None
+        try:
+            solution = write_solution(program, reference, scale)
+        except Exception as exc:  # a teacher bug costs this pair only; the build reports it
+            solution, teacher_error = None, f"{type(exc).__name__}: {exc}"
+            log.warning("the teacher wrote no solution for %s: %s", task_id or self.name, teacher_error)
         shapes = {t.name: list(program.size(t.dims)) for t in program.inputs}
         params = {"shapes": shapes, "dtype": program.dtype, **drawn.params}
         return GeneratedTask(
@@ -89,8 +97,8 @@ class Family(abc.ABC):
             input_sets=input_sets,
             solution=solution,
             params=params,
+            teacher_error=teacher_error,
         )
-
 
 
 class SingleOpFamily(Family):

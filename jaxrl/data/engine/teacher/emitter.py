@@ -11,7 +11,7 @@ from jaxrl.data.engine.teacher.kernel import Kernel
 # Register names a kernel uses for itself; an operand with one of these names gets a suffix.
 RESERVED = frozenset({
     "x", "acc", "offsets", "mask", "pid", "row", "cols", "offs", "idx", "r", "start", "tile", "best", "carry",
-    "mean", "var", "rstd", "diff", "den", "num", "m", "s", "w", "b", "a", "y", "out", "k",
+    "mean", "var", "rstd", "diff", "den", "num", "m", "s", "w", "b", "a", "y", "out", "k", "bias", "c",
 })
 
 

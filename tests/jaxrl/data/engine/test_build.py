@@ -192,3 +192,15 @@ def test_shards_go_on_round_robin_over_every_family(tmp_path):
     assert result.stats.shards == 3
     generated = [row.family for row in result.stats.families for _ in range(row.generated)]
     assert set(generated) == set(FAMILIES)
+
+
+def test_a_teacher_error_is_counted_as_a_failed_template_with_its_reason(tmp_path):
+    def generate(*args, **kwargs):
+        return [dataclasses.replace(t, solution=None, teacher_error="ValueError: declared twice")
+                if t.family == "relu" else t for t in round_robin_generate(*args, **kwargs)]
+
+    result = run_build(tmp_path, engine=dataclasses.replace(FAKE_ENGINE, generate_tasks=generate))
+    counts = result.summary["counts"]
+    assert counts["template"]["failures"].get("teacher_error", 0) > 0
+    assert not any(r["family"] == "relu" for r in read_jsonl(tmp_path / "sft.jsonl"))
+    assert "teacher_error" in (tmp_path / "card.md").read_text()

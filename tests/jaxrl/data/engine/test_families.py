@@ -100,3 +100,26 @@ def test_weights_are_built_from_init_arguments_the_solution_repeats():
     assert [a.arg for a in init.args.args] == [a.arg for a in solution_init.args.args]
     linear_line = next(ast.unparse(s) for s in init.body if "nn.Linear" in ast.unparse(s))
     assert linear_line in [ast.unparse(s) for s in solution_init.body]
+
+
+def test_epilogue_parameters_named_like_the_kernels_own_registers_get_a_solution():
+    """A GEMM epilogue operand named `bias` beside nn.Linear's own bias once made the teacher declare
+    `bias_ptr` twice (seed 7 draws it); every draw must have its solution."""
+    from jaxrl.data.engine.generator import generate_tasks
+
+    for scale in ("cpu", "full"):
+        tasks = generate_tasks(7, 150, scale, families=["gemm_epilogue"])
+        assert all(t.solution is not None and t.teacher_error is None for t in tasks), \
+            [t.teacher_error for t in tasks if t.teacher_error][:3]
+
+
+def test_a_teacher_failure_costs_the_solution_not_the_task(monkeypatch):
+    from jaxrl.data.engine.families import base
+
+    def broken(program, reference, scale):
+        raise ValueError("no template for this")
+
+    monkeypatch.setattr(base, "write_solution", broken)
+    task = generate_task("relu", seed=3)
+    assert task.solution is None and task.teacher_error == "ValueError: no template for this"
+    assert task.code and task.input_sets
