@@ -22,6 +22,7 @@ import contextlib
 import dataclasses
 import hashlib
 import logging
+import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -139,7 +140,8 @@ def build(settings: BuildSettings, run_dir: Path, client: BuildClient, engine: E
                disable=not progress)
     try:
         for index in range(settings.max_shards):
-            if store.done(index):
+            reused = store.done(index)
+            if reused:
                 outcomes = [TaskOutcome.from_dict(row) for row in store.read(index)]
                 timing = store.timing(index)
                 resumed += 1
@@ -150,6 +152,10 @@ def build(settings: BuildSettings, run_dir: Path, client: BuildClient, engine: E
             timings.append(timing)
             bar.n = min(selection.sft_count if d.sft_pairs else selection.rl_count, bar.total)
             bar.set_postfix(shard=index, rl=f"{selection.rl_count}/{d.rl_tasks}", refresh=True)
+            if not progress and not reused:  # a line a built shard instead of the bar, for logs
+                print(f"shard {index}: SFT pairs {selection.sft_count}/{d.sft_pairs}, RL tasks {selection.rl_count}/"
+                      f"{d.rl_tasks}, {time.monotonic() - started:.0f} s ({resumed} shards resumed)",
+                      file=sys.stderr, flush=True)
             if selection.targets_met():
                 break
     finally:

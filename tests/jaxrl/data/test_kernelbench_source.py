@@ -15,7 +15,6 @@ import time
 
 import pytest
 
-from jaxrl.data import kernelbench_source
 from jaxrl.data.kernelbench import load_problems
 from jaxrl.data.kernelbench_source import KernelBenchUnavailable, cache_dir, default_source, resolve_kernelbench
 
@@ -62,17 +61,6 @@ def tarball(members: dict[str, str], *, symlinks: dict[str, str] | None = None) 
             info.type, info.linkname = tarfile.SYMTYPE, target
             archive.addfile(info)
     return buffer.getvalue()
-
-
-@pytest.fixture
-def isolated(monkeypatch, tmp_path):
-    """No source anywhere: the checkout's sibling ../shared, the cache and the URL all point into tmp_path."""
-    for name in ("KERNELBENCH_JSONL", "TRITONRL_SHARED_DIR", "KERNELBENCH_URL", "XDG_CACHE_HOME"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("TRITONRL_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setenv("TRITONRL_NO_DOWNLOAD", "1")
-    monkeypatch.setattr(kernelbench_source, "REPO_ROOT", tmp_path / "checkout")
-    return tmp_path
 
 
 class Archive:

@@ -12,6 +12,7 @@ import pytest
 
 from jaxrl.data.engine.api import Engine
 from jaxrl.data.engine.tasks import GeneratedTask
+from jaxrl.data.kernelbench_source import KernelBenchUnavailable
 from jaxrl.data.task_source import ENGINE, GENERATED, KERNELBENCH, TaskSelection, load_tasks, source_kind
 from sandbox_service.options import InputSet
 
@@ -122,21 +123,7 @@ def test_a_missing_dataset_is_named(tmp_path):
         load_tasks(TaskSelection(str(tmp_path / "odd.jsonl")))
 
 
-@pytest.fixture
-def no_kernelbench(monkeypatch, tmp_path):
-    """Nothing to read KernelBench from: no copy beside the checkout, no cache, no download."""
-    from jaxrl.data import kernelbench_source
-
-    for name in ("KERNELBENCH_JSONL", "TRITONRL_SHARED_DIR", "KERNELBENCH_URL", "XDG_CACHE_HOME"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("TRITONRL_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setenv("TRITONRL_NO_DOWNLOAD", "1")
-    monkeypatch.setattr(kernelbench_source, "REPO_ROOT", tmp_path / "checkout")
-
-
-def test_without_kernelbench_the_generated_fallback_is_used_only_when_asked(no_kernelbench, caplog):
-    from jaxrl.data.kernelbench_source import KernelBenchUnavailable
-
+def test_without_kernelbench_the_generated_fallback_is_used_only_when_asked(isolated, caplog):
     asked = TaskSelection(KERNELBENCH, levels=(1,), ids=(19, 21), cpu_sized=True, num_generated=5, fallback=GENERATED)
     with pytest.raises(KernelBenchUnavailable, match="KernelBench not found"):
         load_tasks(dataclasses.replace(asked, fallback=None), engine=FAKE_ENGINE)
@@ -145,12 +132,12 @@ def test_without_kernelbench_the_generated_fallback_is_used_only_when_asked(no_k
     assert "Falling back to 5 tasks generated" in caplog.text
 
 
-def test_an_explicit_kernelbench_path_never_falls_back(no_kernelbench, tmp_path):
+def test_an_explicit_kernelbench_path_never_falls_back(isolated, tmp_path):
     with pytest.raises(FileNotFoundError, match="no such file or folder"):
         load_tasks(TaskSelection(str(tmp_path / "kb.jsonl"), fallback=GENERATED), engine=FAKE_ENGINE)
 
 
-def test_the_embedded_default_evaluates_generated_tasks_in_a_bare_offline_clone(no_kernelbench):
+def test_the_embedded_default_evaluates_generated_tasks_in_a_bare_offline_clone(isolated):
     from jaxrl.config import load_config
 
     tasks = load_tasks(TaskSelection.from_section(load_config("eval_cpu_tiny").eval))

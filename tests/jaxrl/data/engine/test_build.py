@@ -204,3 +204,9 @@ def test_a_teacher_error_is_counted_as_a_failed_template_with_its_reason(tmp_pat
     assert counts["template"]["failures"].get("teacher_error", 0) > 0
     assert not any(r["family"] == "relu" for r in read_jsonl(tmp_path / "sft.jsonl"))
     assert "teacher_error" in (tmp_path / "card.md").read_text()
+
+
+def test_without_a_progress_bar_each_built_shard_gets_a_line(tmp_path, capsys):
+    run_build(tmp_path, chunk_size=8, sft_pairs=10, rl_tasks=10)
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("shard ")]
+    assert lines and lines[0].startswith("shard 0: SFT pairs ") and "(0 shards resumed)" in lines[0]
