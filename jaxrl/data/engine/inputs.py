@@ -105,9 +105,10 @@ def get_inputs_source(program: Program, spell: dict[str, str], inline: bool, ind
 
 
 # ----------------------------------------------------------------------------- input sets
-def _odd_size(rng: random.Random, size: int, scale: str) -> int:
-    """Another size near `size`: never a multiple of 16 (so every power-of-two block has a partial tail)."""
-    low = 0.3 if scale == "full" else 0.4
+def _odd_size(rng: random.Random, size: int, scale: str, grow: bool = False) -> int:
+    """Another size near `size` (larger with `grow`): never a multiple of 16 (so every power-of-two block
+    has a partial tail)."""
+    low = 1.15 if grow else 0.3 if scale == "full" else 0.4
     new = max(2, round(size * rng.uniform(low, 1.6)))
     while new % 16 == 0 or new == size:
         new += 1
@@ -122,14 +123,16 @@ def _largest_numel(program: Program, sizes: dict[str, int]) -> int:
     return max(math.prod(program.size(t.dims, sizes)) for t in program.inputs)
 
 
-def draw_sizes(program: Program, rng: random.Random, scale: str, max_numel: int) -> dict[str, int]:
-    """New sizes for the free dims, within the scale's limits (the fixed dims keep theirs)."""
+def draw_sizes(program: Program, rng: random.Random, scale: str, max_numel: int, grow: bool = False
+               ) -> dict[str, int]:
+    """New sizes for the free dims, within the scale's limits (the fixed dims keep theirs); with `grow`,
+    each free dim larger than the default's where the limits leave room."""
     free = [d for d in program.dims if d.key not in program.fixed_dims]
     if not free:
         raise ValueError("a program without free dims cannot vary its input shapes")
     sizes = {d.key: d.size for d in program.dims}
     for d in free:
-        sizes[d.key] = _odd_size(rng, d.size, scale)
+        sizes[d.key] = _odd_size(rng, d.size, scale, grow)
     # Shrink free dims (a random one of those above 2) until the inputs fit the scale's limits again.
     while _largest_numel(program, sizes) > max_numel or _bytes(program, sizes) > MAX_INPUT_BYTES:
         shrinkable = [d.key for d in free if sizes[d.key] > 2]
@@ -176,12 +179,16 @@ def init_inputs_source(program: Program, spell: dict[str, str], values: dict[str
 def make_input_sets(
     program: Program, spell: dict[str, str], rng: random.Random, scale: str, max_numel: int, count: int = 3
 ) -> tuple[InputSet, ...]:
-    """`count` input sets: other shapes; other shapes and values; other values and init arguments."""
+    """`count` input sets: other shapes; other shapes and values; other values and init arguments.
+
+    The first set's free dims grow where the limits leave room: a kernel that hard-codes the default's
+    sizes then leaves part of the output unwritten and fails. (On smaller shapes it would compute every
+    output element, reading and writing past the tensors, and could pass.)"""
     sets = []
     seen = {tuple(d.size for d in program.dims)}
     for index in range(count):
         for _ in range(ATTEMPTS):  # shapes unlike the default's and the other sets' when there is room
-            sizes = draw_sizes(program, rng, scale, max_numel)
+            sizes = draw_sizes(program, rng, scale, max_numel, grow=index == 0)
             if tuple(sizes[d.key] for d in program.dims) not in seen:
                 break
         seen.add(tuple(sizes[d.key] for d in program.dims))
