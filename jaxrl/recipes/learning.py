@@ -194,19 +194,16 @@ def main(argv: Sequence[str] | None = None) -> int:
                 tuple(s for s in args.eval_sets.split(",") if s), sandbox_backend=args.sandbox_backend,
                 sandbox_workers=args.sandbox_workers)
     started = time.monotonic()
-    for stage in (s for s in args.stages.split(",") if s):
-        if args.budget_s is not None and time.monotonic() - started > args.budget_s:
-            print(f"learning: budget spent; stopping before {stage}", flush=True)
-            break
-        print(f"learning: stage {stage} ({time.monotonic() - started:.0f} s in)", flush=True)
-        try:
+    try:
+        for stage in (s for s in args.stages.split(",") if s):
+            if args.budget_s is not None and time.monotonic() - started > args.budget_s:
+                print(f"learning: budget spent; stopping before {stage}", flush=True)
+                break
+            print(f"learning: stage {stage} ({time.monotonic() - started:.0f} s in)", flush=True)
             run_stage(stage, plan)
-        except BaseException:
-            if args.stop_sandbox:
-                stop_sandbox(plan)
-            raise
-    if args.stop_sandbox:
-        stop_sandbox(plan)
+    finally:
+        if args.stop_sandbox:
+            stop_sandbox(plan)
     return 0
 
 

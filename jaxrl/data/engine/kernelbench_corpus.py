@@ -47,11 +47,8 @@ class Corpus:
 def load_corpus(source: str | None) -> Corpus:
     """Every level of KernelBench at `source` (None: found as `resolve_kernelbench` says, a download
     included; not found at all, the corpus is empty and the card says the data is not decontaminated)."""
-    if source is not None:
-        path = Path(source).expanduser()
-        return Corpus(str(path), tuple(load_problems(path)), found=True)
     try:
-        path = resolve_kernelbench()
+        path = resolve_kernelbench(None if source is None else Path(source).expanduser())
     except KernelBenchUnavailable as exc:
         log.warning("no KernelBench copy to decontaminate against: %s", exc)
         return Corpus("(not found)", (), found=False)
