@@ -25,10 +25,14 @@ fi
 MODEL_DIR=/tmp/tritonrl-model
 if [[ ! -f "$MODEL_DIR/SmolLM2-135M-Instruct.Q4_1.gguf" ]] && ls "$ROOT"/.device_carry/model*/part-* >/dev/null 2>&1; then
   mkdir -p "$MODEL_DIR"
-  parts=$(ls "$ROOT"/.device_carry/model*/part-* | sort -t- -k2)
   expected=$(cat "$ROOT"/.device_carry/model*/parts 2>/dev/null | head -1)
-  if [[ -n "$expected" && $(echo "$parts" | wc -l) -eq "$expected" ]]; then
-    cat $parts > "$MODEL_DIR/SmolLM2-135M-Instruct.Q4_1.gguf.tmp" && \
+  parts=()
+  for ((i = 1; i <= ${expected:-0}; i++)); do
+    part=$(ls "$ROOT"/.device_carry/model*/part-$i 2>/dev/null | head -1)
+    [[ -n "$part" ]] && parts+=("$part")
+  done
+  if [[ -n "$expected" && ${#parts[@]} -eq "$expected" ]]; then
+    cat "${parts[@]}" > "$MODEL_DIR/SmolLM2-135M-Instruct.Q4_1.gguf.tmp" && \
       mv "$MODEL_DIR/SmolLM2-135M-Instruct.Q4_1.gguf.tmp" "$MODEL_DIR/SmolLM2-135M-Instruct.Q4_1.gguf"
   fi
 fi

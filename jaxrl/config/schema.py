@@ -170,6 +170,8 @@ def _source_problems(section: Any) -> list[str]:
         problems.append("dataset must be kernelbench, generated or a path")
     if section.num_generated < 1:
         problems.append(f"num_generated must be >= 1, got {section.num_generated}")
+    if section.per_family is not None and section.per_family < 1:
+        problems.append(f"per_family must be >= 1 or null, got {section.per_family}")
     return problems
 
 
@@ -279,7 +281,8 @@ class EvalSection(Section):
     and seed. k: the k of the pass@k-style rates (each <= sampling.num_samples); run_dir: write into this
     folder instead of <run.output_root>/<run.name>. fallback: `generated` evaluates generated tasks
     (num_generated of them) when dataset is `kernelbench` and no copy can be found or downloaded (the
-    embedded default in a bare, offline clone); None: that is an error.
+    embedded default in a bare, offline clone); None: that is an error. per_family: keep the first
+    per_family tasks of each family, in the source's order (engine or generated tasks; None: all).
     """
 
     dataset: str = "kernelbench"
@@ -290,6 +293,7 @@ class EvalSection(Section):
     num_generated: int = 16
     generated_seed: int = 0
     fallback: Fallback | None = None
+    per_family: int | None = None
     k: tuple[int, ...] = (1,)
     run_dir: str | None = None
 
@@ -451,7 +455,7 @@ class GRPOSection(Section):
     data-engine rl_tasks.jsonl path, or `kernelbench` / a KernelBench JSONL or folder at levels/ids
     (only when asked for: KernelBench is the evaluation benchmark, and training on it is warned
     about). split: the engine split trained on (train by default; None: every split). fallback: as in
-    the `eval` section. Each step samples group_size completions for each of tasks_per_step tasks (tasks_per_call tasks per generate call; the sandbox scores one call's
+    the `eval` section; per_family as there. Each step samples group_size completions for each of tasks_per_step tasks (tasks_per_call tasks per generate call; the sandbox scores one call's
     completions while the next is generated), then makes num_iterations optimizer updates over
     micro-batches of micro_batch_rows sequences (rows padded to a multiple of row_multiple tokens).
     max_steps: rollout steps. Sampling knobs (temperature, max_new_tokens, batch_size...) come from
@@ -477,6 +481,7 @@ class GRPOSection(Section):
     num_generated: int = 256
     generated_seed: int = 0
     fallback: Fallback | None = None
+    per_family: int | None = None
     group_size: int = 8
     tasks_per_step: int = 32
     tasks_per_call: int = 4

@@ -68,6 +68,7 @@ class TaskSelection:
     num_generated: int = 16
     generated_seed: int = 0
     fallback: str | None = None
+    per_family: int | None = None
 
     @classmethod
     def from_section(cls, section: Any) -> TaskSelection:
@@ -110,7 +111,8 @@ def load_tasks(selection: TaskSelection, engine: Engine | None = None) -> list[T
     if kind == KERNELBENCH:
         source = None if selection.dataset == KERNELBENCH else find_dataset(selection.dataset)
         try:
-            return kernelbench_tasks(load_problems(source, selection.levels, selection.ids, selection.cpu_sized))
+            tasks = kernelbench_tasks(load_problems(source, selection.levels, selection.ids, selection.cpu_sized))
+            return first_per_family(tasks, selection.per_family)
         except KernelBenchUnavailable as exc:
             if selection.fallback != GENERATED:
                 raise
@@ -122,7 +124,7 @@ def load_tasks(selection: TaskSelection, engine: Engine | None = None) -> list[T
         tasks = generated_tasks(engine or default_engine(), selection.generated_seed, selection.num_generated, scale)
     else:
         tasks = read_rl_tasks(find_dataset(selection.dataset))
-    return filter_split(tasks, selection.split, selection.dataset)
+    return first_per_family(filter_split(tasks, selection.split, selection.dataset), selection.per_family)
 
 
 def filter_split(tasks: list[TaskSpec], split: str | None, where: str) -> list[TaskSpec]:
@@ -133,6 +135,22 @@ def filter_split(tasks: list[TaskSpec], split: str | None, where: str) -> list[T
     if not kept:
         present = sorted({str(t.split) for t in tasks})
         raise ValueError(f"{where}: no tasks of split {split!r} (splits present: {present})")
+    return kept
+
+
+def first_per_family(tasks: list[TaskSpec], limit: int | None) -> list[TaskSpec]:
+    """The first `limit` tasks of each family, in the source's order (None: all): a smaller evaluation set
+    that still covers every family, chosen without looking at any model's answers."""
+    if limit is None:
+        return tasks
+    if any(t.family is None for t in tasks):
+        raise ValueError("per_family needs tasks with families (a data-engine rl_tasks.jsonl or generated tasks)")
+    seen: dict[str, int] = {}
+    kept = []
+    for task in tasks:
+        seen[task.family] = seen.get(task.family, 0) + 1
+        if seen[task.family] <= limit:
+            kept.append(task)
     return kept
 
 

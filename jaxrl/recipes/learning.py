@@ -8,7 +8,11 @@
     eval-grpo   both GRPO policies on every evaluation set
     report      plots and the comparison table (jaxrl.evaluation.learning_report)
 
-    python -m jaxrl.recipes.learning --stages sft,eval-sft [--budget-s 540] [--set key=value ...]
+    python -m jaxrl.recipes.learning [--stages data,eval-base+sft,eval-sft/greedy,...] [--set key=value ...]
+
+The default order puts what the targets rest on first: the untrained model is evaluated while SFT trains
+(`+` runs stages side by side), the greedy evaluations (correct at temperature 0) come before GRPO, and the
+sampled ones (pass@k) last. An evaluation stage may name one decoding (`eval-sft/greedy`).
 
 A stage whose outputs exist is skipped, and the commands themselves resume, so running the same line again
 (after a time limit, on a fresh lease) continues where it stopped. Evaluation and GRPO processes share one
@@ -30,9 +34,25 @@ from collections.abc import Sequence
 from pathlib import Path
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs" / "learning"
-EVAL_SETS = {"heldout": "eval_heldout.yaml", "kbl1": "eval_kernelbench_l1.yaml", "kbl2": "eval_kernelbench_l2.yaml"}
-ARMS = {"hrd": "grpo_hrd_smollm2.yaml", "uniform": "grpo_uniform_smollm2.yaml"}
+RUN_NAMES = {"data.yaml": "data-learn", "sft_smollm2.yaml": "learn-sft", "grpo_hrd_smollm2.yaml": "learn-grpo-hrd",
+             "grpo_uniform_smollm2.yaml": "learn-grpo-uniform"}  # the configs' run.name
 STAGES = ("data", "eval-base", "sft", "eval-sft", "grpo", "eval-grpo", "report")
+ARMS = {"hrd": "grpo_hrd_smollm2.yaml", "uniform": "grpo_uniform_smollm2.yaml"}
+# Each evaluation set with its decodings: `greedy` is one sample at temperature 0 (correct at temperature 0),
+# `sampled` the config's k samples at temperature 0.7 (pass@k). Level 2 is for the record: greedy only.
+GREEDY, SAMPLED = "greedy", "sampled"
+DECODING_OVERRIDES = {GREEDY: ("sampling.temperature=0.0", "sampling.num_samples=1", "eval.k=[1]"), SAMPLED: ()}
+
+
+@dataclasses.dataclass(frozen=True)
+class EvalSet:
+    config: str
+    decodings: tuple[str, ...] = (GREEDY, SAMPLED)
+
+
+REPORT_K = 4  # the sampled evaluations' samples per task (configs/learning/eval_heldout.yaml), reported as pass@k
+EVAL_SETS = {"heldout": EvalSet("eval_heldout.yaml"), "kbl1": EvalSet("eval_kernelbench_l1.yaml"),
+             "kbl2": EvalSet("eval_kernelbench_l2.yaml", (GREEDY,))}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,25 +63,48 @@ class Plan:
     overrides: tuple[str, ...] = ()
     base_model: str = "smollm2-135m"  # what SFT starts from and "base" means in the evaluation
     eval_sets: tuple[str, ...] = tuple(EVAL_SETS)
-    memory_fraction: str = "0.12"  # JAX's share of the GPU per process (several share it with the sandbox)
+    # JAX's cap on the GPU per process, by command (memory is taken as needed, not preallocated, so the
+    # processes of a stage and the sandbox share one GPU).
+    memory_fractions: tuple[tuple[str, str], ...] = (("data", "0.1"), ("sft", "0.4"), ("grpo", "0.15"),
+                                                     ("eval", "0.1"))
     sandbox_backend: str = "cuda"
     sandbox_workers: int = 16
+    max_parallel: int = 4  # commands of one step running at once (a stage's evaluations, the GRPO arms)
 
     def run_dir(self, name: str) -> Path:
         return self.output_root / name
 
 
-def _command(plan: Plan, command: str, config: str, *extra: str, last: Sequence[str] = ()) -> list[str]:
-    """The command line; `extra` before the plan's overrides, `last` after them (it wins)."""
+@dataclasses.dataclass(frozen=True)
+class Command:
+    """One `python -m jaxrl.main` process of a stage."""
+
+    argv: tuple[str, ...]
+    kind: str  # data | sft | grpo | eval
+    name: str  # the run's folder name, for logs
+
+    @property
+    def label(self) -> str:
+        return f"{self.kind} {self.name}"
+
+
+def _command(plan: Plan, command: str, config: str, *extra: str, last: Sequence[str] = ()) -> Command:
+    """The command; `extra` before the plan's overrides, `last` after them (it wins)."""
     data = plan.run_dir("data-learn")
     paths = {"sft": [f"sft.data={data / 'sft.jsonl'}"], "grpo": [f"grpo.dataset={data / 'rl_tasks.jsonl'}"],
-             "eval": [f"eval.dataset={data / 'rl_tasks.jsonl'}"] if config == EVAL_SETS["heldout"] else []}
-    return [sys.executable, "-m", "jaxrl.main", command, "--config", str(CONFIGS / config),
-            f"run.output_root={plan.output_root}", *paths.get(command, []), *extra, *plan.overrides, *last]
+             "eval": [f"eval.dataset={data / 'rl_tasks.jsonl'}"] if config == EVAL_SETS["heldout"].config else []}
+    argv = (sys.executable, "-m", "jaxrl.main", command, "--config", str(CONFIGS / config),
+            f"run.output_root={plan.output_root}", *paths.get(command, []), *extra, *plan.overrides, *last)
+    names = [a.split("=", 1)[1] for a in (*extra, *last) if a.startswith("run.name=")]
+    return Command(argv, command, names[-1] if names else RUN_NAMES.get(config, Path(config).stem))
 
 
-def _env(plan: Plan) -> dict[str, str]:
-    return {**os.environ, "XLA_PYTHON_CLIENT_MEM_FRACTION": plan.memory_fraction, "PYTHONUNBUFFERED": "1"}
+def _env(plan: Plan, kind: str) -> dict[str, str]:
+    env = {**os.environ, "XLA_PYTHON_CLIENT_MEM_FRACTION": dict(plan.memory_fractions)[kind],
+           "XLA_PYTHON_CLIENT_PREALLOCATE": "false", "PYTHONUNBUFFERED": "1"}
+    # One compilation cache for every process of the recipe: evaluations of one model compile the same programs.
+    env.setdefault("JAX_COMPILATION_CACHE_DIR", str(plan.output_root / "jax-cache"))
+    return env
 
 
 def sandbox_address(plan: Plan) -> str:
@@ -94,61 +137,90 @@ def sandbox_address(plan: Plan) -> str:
     return address
 
 
-def _run_all(commands: list[list[str]], plan: Plan) -> None:
-    """Run commands side by side; fail if any fails (the others are allowed to finish: they resume)."""
-    processes = [subprocess.Popen(c, env=_env(plan)) for c in commands]
-    codes = [p.wait() for p in processes]
-    failed = [" ".join(c[3:5]) for c, code in zip(commands, codes) if code != 0]
-    if failed:
-        raise RuntimeError(f"failed: {failed}")
+def run_commands(commands: Sequence[Command], plan: Plan) -> list[str]:
+    """Run commands, at most `plan.max_parallel` at once, in order; the labels of those that failed.
 
-
-# Each evaluation set twice: one greedy sample (correct at temperature 0) and k samples at temperature 0.7 (pass@k).
-DECODING = {"greedy": ("sampling.temperature=0.0", "sampling.num_samples=1", "eval.k=[1]"), "sampled": ()}
+    A failure does not stop the others: every command resumes, so what finished is kept."""
+    pending = list(commands)
+    running: list[tuple[Command, subprocess.Popen]] = []
+    failed = []
+    while pending or running:
+        while pending and len(running) < plan.max_parallel:
+            command = pending.pop(0)
+            print(f"learning: start {command.label}", flush=True)
+            running.append((command, subprocess.Popen(command.argv, env=_env(plan, command.kind))))
+        time.sleep(0.5)
+        for entry in [e for e in running if e[1].poll() is not None]:
+            running.remove(entry)
+            command, process = entry
+            print(f"learning: {command.label} exited {process.returncode}", flush=True)
+            if process.returncode != 0:
+                failed.append(command.label)
+    return failed
 
 
 def eval_run_name(model: str, eval_set: str, decoding: str) -> str:
-    return f"learn-eval-{model}-{eval_set}" + ("" if decoding == "sampled" else "-greedy")
+    return f"learn-eval-{model}-{eval_set}" + ("" if decoding == SAMPLED else "-greedy")
 
 
-def _evals(plan: Plan, model: str, source: str, address: str) -> list[list[str]]:
-    commands = []
-    for eval_set in plan.eval_sets:
-        for decoding, extra in DECODING.items():
-            name = eval_run_name(model, eval_set, decoding)
-            if (plan.run_dir(name) / "metrics.json").exists():
-                continue
-            commands.append(_command(plan, "eval", EVAL_SETS[eval_set], f"model.source={source}",
-                                     f"run.name={name}", f"sandbox.targets=[{address}]", "--no-progress",
-                                     last=extra))
-    return commands
+def _evals(plan: Plan, model: str, source: str, decodings: Sequence[str]) -> list[Command]:
+    """The evaluations of `model` still to run, greedy ones first (the targets are at temperature 0)."""
+    wanted = [(name, d) for d in (GREEDY, SAMPLED) if d in decodings
+              for name in plan.eval_sets if d in EVAL_SETS[name].decodings]
+    todo = [(name, d) for name, d in wanted if not (plan.run_dir(eval_run_name(model, name, d)) / "metrics.json").exists()]
+    if not todo:
+        return []
+    address = sandbox_address(plan)
+    return [_command(plan, "eval", EVAL_SETS[name].config, f"model.source={source}",
+                     f"run.name={eval_run_name(model, name, d)}", f"sandbox.targets=[{address}]", "--no-progress",
+                     last=DECODING_OVERRIDES[d])
+            for name, d in todo]
+
+
+def _model_sources(plan: Plan) -> dict[str, str]:
+    return {"base": plan.base_model, "sft": str(plan.run_dir("learn-sft") / "hf"),
+            **{arm: str(plan.run_dir(f"learn-grpo-{arm}") / "hf") for arm in ARMS}}
+
+
+def stage_commands(stage: str, plan: Plan) -> list[Command]:
+    """The commands of one stage that still have work to do. An evaluation stage may name one decoding
+    (`eval-sft/greedy`); without it, both."""
+    name, _, decoding = stage.partition("/")
+    if decoding and (not name.startswith("eval-") or decoding not in DECODING_OVERRIDES):
+        raise ValueError(f"bad stage {stage!r}: only eval stages take /{GREEDY} or /{SAMPLED}")
+    decodings = (decoding,) if decoding else (GREEDY, SAMPLED)
+    sft_hf = plan.run_dir("learn-sft") / "hf"
+    sources = _model_sources(plan)
+    if name == "data":
+        return [_command(plan, "data", "data.yaml")]
+    if name == "sft":
+        done = (sft_hf / "config.json").exists()
+        return [] if done else [_command(plan, "sft", "sft_smollm2.yaml", f"model.source={plan.base_model}")]
+    if name in ("eval-base", "eval-sft"):
+        model = name.removeprefix("eval-")
+        return _evals(plan, model, sources[model], decodings)
+    if name == "eval-grpo":
+        return [c for arm in ARMS for c in _evals(plan, arm, sources[arm], decodings)]
+    if name == "grpo":
+        todo = [(arm, config) for arm, config in ARMS.items()
+                if not (plan.run_dir(f"learn-grpo-{arm}") / "hf" / "config.json").exists()]
+        if not todo:
+            return []
+        address = sandbox_address(plan)
+        return [_command(plan, "grpo", config, f"model.source={sft_hf}", f"model.tokenizer={sft_hf}",
+                         f"sandbox.targets=[{address}]") for _, config in todo]
+    raise ValueError(f"unknown stage {stage!r}; stages: {', '.join(STAGES)} (eval stages may end in /greedy or /sampled)")
 
 
 def run_stage(stage: str, plan: Plan) -> None:
-    sft_hf = plan.run_dir("learn-sft") / "hf"
-    if stage == "data":
-        _run_all([_command(plan, "data", "data.yaml")], plan)
-    elif stage == "eval-base":
-        _run_all(_evals(plan, "base", plan.base_model, sandbox_address(plan)), plan)
-    elif stage == "sft":
-        if not (sft_hf / "config.json").exists():
-            _run_all([_command(plan, "sft", "sft_smollm2.yaml", f"model.source={plan.base_model}")], plan)
-    elif stage == "eval-sft":
-        _run_all(_evals(plan, "sft", str(sft_hf), sandbox_address(plan)), plan)
-    elif stage == "grpo":
-        address = sandbox_address(plan)
-        _run_all([_command(plan, "grpo", config, f"model.source={sft_hf}", f"model.tokenizer={sft_hf}",
-                           f"sandbox.targets=[{address}]")
-                  for arm, config in ARMS.items()
-                  if not (plan.run_dir(f"learn-grpo-{arm}") / "hf" / "config.json").exists()], plan)
-    elif stage == "eval-grpo":
-        address = sandbox_address(plan)
-        _run_all([c for arm in ARMS for c in _evals(plan, arm, str(plan.run_dir(f"learn-grpo-{arm}") / "hf"), address)],
-                 plan)
-    elif stage == "report":
+    """One step of the recipe: a stage, or stages joined by `+` run side by side (`eval-base+sft`)."""
+    parts = stage.split("+")
+    commands = [c for part in parts if part != "report" for c in stage_commands(part, plan)]
+    failed = run_commands(commands, plan)
+    if "report" in parts:
         _report(plan)
-    else:
-        raise ValueError(f"unknown stage {stage!r}; stages: {', '.join(STAGES)}")
+    if failed:
+        raise RuntimeError(f"failed: {failed}")
 
 
 def stop_sandbox(plan: Plan) -> None:
@@ -165,46 +237,71 @@ def stop_sandbox(plan: Plan) -> None:
 def _report(plan: Plan) -> None:
     from jaxrl.evaluation.learning_report import main as report
 
-    args = ["--sft", str(plan.run_dir("learn-sft")), "--out", str(plan.output_root / "learn-report"), "--k", "5"]
+    args = ["--sft", str(plan.run_dir("learn-sft")), "--out", str(plan.output_root / "learn-report"), "--k", str(REPORT_K)]
     args += [f"--grpo={arm}={plan.run_dir(f'learn-grpo-{arm}')}" for arm in ARMS
              if (plan.run_dir(f"learn-grpo-{arm}") / "metrics.jsonl").exists()]
     for model in ("base", "sft", *ARMS):
         for eval_set in plan.eval_sets:
-            for decoding in DECODING:
+            for decoding in EVAL_SETS[eval_set].decodings:
                 run = plan.run_dir(eval_run_name(model, eval_set, decoding))
-                label = eval_set if decoding == "sampled" else f"{eval_set} (temperature 0)"
+                label = eval_set if decoding == SAMPLED else f"{eval_set} (temperature 0)"
                 if (run / "metrics.json").exists():
                     args.append(f"--eval={model}:{label}={run}")
     report(args)
 
 
+DEFAULT_ORDER = "data,eval-base+sft,eval-sft/greedy,grpo,eval-grpo/greedy,eval-sft/sampled,eval-grpo/sampled,report"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--stages", default=",".join(STAGES), help=f"comma-separated, from: {', '.join(STAGES)}")
+    parser.add_argument("--stages", default=DEFAULT_ORDER,
+                        help=f"comma-separated steps, each a stage or stages joined by + (side by side), from: "
+                             f"{', '.join(STAGES)}; eval stages may end in /greedy or /sampled")
     parser.add_argument("--output-root", type=Path, default=Path("runs"))
     parser.add_argument("--eval-sets", default=",".join(EVAL_SETS), help=f"from: {', '.join(EVAL_SETS)}")
-    parser.add_argument("--budget-s", type=float, help="start no stage after this many seconds")
+    parser.add_argument("--budget-s", type=float, help="start no step after this many seconds")
     parser.add_argument("--sandbox-backend", default="cuda", choices=("cuda", "interpreter"))
     parser.add_argument("--sandbox-workers", type=int, default=16)
+    parser.add_argument("--max-parallel", type=int, default=4, help="commands of one step running at once")
     parser.add_argument("--base-model", default="smollm2-135m", help="the model SFT starts from (and 'base')")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override for every command")
+    parser.add_argument("--keep-going", action="store_true",
+                        help="go on to the next step when a command fails (unattended runs); exit 1 at the end")
     parser.add_argument("--stop-sandbox", action="store_true", help="stop the shared sandbox server at the end")
     args = parser.parse_args(argv)
-    plan = Plan(args.output_root.resolve(), tuple(args.set), args.base_model,
-                tuple(s for s in args.eval_sets.split(",") if s), sandbox_backend=args.sandbox_backend,
-                sandbox_workers=args.sandbox_workers)
+    eval_sets = tuple(s for s in args.eval_sets.split(",") if s)
+    unknown = [s for s in eval_sets if s not in EVAL_SETS]
+    if unknown or args.max_parallel < 1:
+        parser.error(f"unknown evaluation sets {unknown}" if unknown else "--max-parallel must be >= 1")
+    plan = Plan(args.output_root.resolve(), tuple(args.set), args.base_model, eval_sets,
+                sandbox_backend=args.sandbox_backend, sandbox_workers=args.sandbox_workers,
+                max_parallel=args.max_parallel)
+    steps = [s for s in args.stages.split(",") if s]
+    for part in (p for step in steps for p in step.split("+")):
+        if part.partition("/")[0] not in STAGES:
+            parser.error(f"unknown stage {part!r}; stages: {', '.join(STAGES)}")
     started = time.monotonic()
+    failures = []
     try:
-        for stage in (s for s in args.stages.split(",") if s):
+        for step in steps:
             if args.budget_s is not None and time.monotonic() - started > args.budget_s:
-                print(f"learning: budget spent; stopping before {stage}", flush=True)
+                print(f"learning: budget spent; stopping before {step}", flush=True)
                 break
-            print(f"learning: stage {stage} ({time.monotonic() - started:.0f} s in)", flush=True)
-            run_stage(stage, plan)
+            print(f"learning: step {step} ({time.monotonic() - started:.0f} s in)", flush=True)
+            try:
+                run_stage(step, plan)
+            except RuntimeError as exc:
+                if not args.keep_going:
+                    raise
+                print(f"learning: step {step}: {exc}; going on (--keep-going)", flush=True)
+                failures.append(step)
     finally:
         if args.stop_sandbox:
             stop_sandbox(plan)
-    return 0
+    print(f"learning: done in {time.monotonic() - started:.0f} s" + (f"; failed steps: {failures}" if failures else ""),
+          flush=True)
+    return 1 if failures else 0
 
 
 if __name__ == "__main__":

@@ -118,6 +118,7 @@ def test_later_overrides_win_and_the_file_is_untouched():
         ("eval.cpu_sized=maybe", "eval.cpu_sized must be true or false"),
         ("eval.levels=[1, x]", r"eval.levels\[1\] must be an integer, got 'x'"),
         ("eval.levels=[]", "levels must be a non-empty list"),
+        ("eval.per_family=0", "per_family must be >= 1 or null, got 0"),
         ("eval.k=[1,20]", r"eval.k \[1, 20\] asks for more than sampling.num_samples=10"),
         ("model.dtype=fp8", r"model.dtype must be one of \['float32', 'bfloat16', 'float16'\]"),
         ("sandbox.backend=tpu", "sandbox.backend must be one of"),

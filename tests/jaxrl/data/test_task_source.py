@@ -71,6 +71,21 @@ def test_the_split_filter_keeps_one_split(rl_tasks):
         assert [t.key for t in kept] == [t.key for t in every if t.split == split]
 
 
+def test_per_family_keeps_the_first_tasks_of_each_family_in_file_order(tmp_path):
+    rows = [{**row(f"t{i}", "heldout", i + 1), "family": family}
+            for i, family in enumerate(["mish", "selu", "mish", "mish", "selu", "cummax"])]
+    path = tmp_path / "rl_tasks.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert [t.key for t in load_tasks(TaskSelection(str(path), per_family=2))] == ["t0", "t1", "t2", "t4", "t5"]
+    assert [t.key for t in load_tasks(TaskSelection(str(path), per_family=1))] == ["t0", "t1", "t5"]
+    assert len(load_tasks(TaskSelection(str(path)))) == len(rows)
+
+
+def test_per_family_needs_families(kernelbench_path):
+    with pytest.raises(ValueError, match="per_family needs tasks with families"):
+        load_tasks(TaskSelection(str(kernelbench_path), levels=(1,), per_family=1))
+
+
 def test_bad_rl_task_rows_are_reported_with_file_and_line(tmp_path):
     good = {"task_id": "a", "code": "def get_inputs(): ...", "split": "train"}
     cases = [

@@ -40,7 +40,7 @@ TINY = (
 def learned(tmp_path_factory):
     root = tmp_path_factory.mktemp("learning")
     plan = Plan(root, TINY, base_model="random:tiny_llama", eval_sets=("heldout",), sandbox_backend="interpreter",
-                sandbox_workers=2, memory_fraction="0.5")
+                sandbox_workers=2)
     try:
         for stage in ("data", "sft", "grpo", "eval-grpo", "report"):
             run_stage(stage, plan)
