@@ -65,7 +65,7 @@ class Plan:
     eval_sets: tuple[str, ...] = tuple(EVAL_SETS)
     # JAX's cap on the GPU per process, by command (memory is taken as needed, not preallocated, so the
     # processes of a stage and the sandbox share one GPU).
-    memory_fractions: tuple[tuple[str, str], ...] = (("data", "0.1"), ("sft", "0.4"), ("grpo", "0.15"),
+    memory_fractions: tuple[tuple[str, str], ...] = (("data", "0.1"), ("sft", "0.4"), ("grpo", "0.2"),
                                                      ("eval", "0.1"))
     sandbox_backend: str = "cuda"
     sandbox_workers: int = 16
