@@ -65,7 +65,7 @@ class Plan:
     eval_sets: tuple[str, ...] = tuple(EVAL_SETS)
     # JAX's cap on the GPU per process, by command (memory is taken as needed, not preallocated, so the
     # processes of a stage and the sandbox share one GPU).
-    memory_fractions: tuple[tuple[str, str], ...] = (("data", "0.1"), ("sft", "0.4"), ("grpo", "0.2"),
+    memory_fractions: tuple[tuple[str, str], ...] = (("data", "0.1"), ("sft", "0.4"), ("grpo", "0.3"),
                                                      ("eval", "0.1"))
     sandbox_backend: str = "cuda"
     sandbox_workers: int = 16
@@ -264,6 +264,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--sandbox-backend", default="cuda", choices=("cuda", "interpreter"))
     parser.add_argument("--sandbox-workers", type=int, default=16)
     parser.add_argument("--max-parallel", type=int, default=4, help="commands of one step running at once")
+    parser.add_argument("--memory", action="append", default=[], metavar="KIND=FRACTION",
+                        help="JAX's GPU cap for one kind of command (data, sft, grpo, eval), e.g. grpo=0.3")
     parser.add_argument("--base-model", default="smollm2-135m", help="the model SFT starts from (and 'base')")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override for every command")
     parser.add_argument("--keep-going", action="store_true",
@@ -274,9 +276,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     unknown = [s for s in eval_sets if s not in EVAL_SETS]
     if unknown or args.max_parallel < 1:
         parser.error(f"unknown evaluation sets {unknown}" if unknown else "--max-parallel must be >= 1")
+    memory = dict(Plan.memory_fractions)
+    for item in args.memory:
+        kind, _, fraction = item.partition("=")
+        try:
+            ok = kind in memory and 0.0 < float(fraction) <= 1.0
+        except ValueError:
+            ok = False
+        if not ok:
+            parser.error(f"--memory wants KIND=FRACTION with KIND in {sorted(memory)} and 0 < FRACTION <= 1, got {item!r}")
+        memory[kind] = fraction
     plan = Plan(args.output_root.resolve(), tuple(args.set), args.base_model, eval_sets,
-                sandbox_backend=args.sandbox_backend, sandbox_workers=args.sandbox_workers,
-                max_parallel=args.max_parallel)
+                memory_fractions=tuple(memory.items()), sandbox_backend=args.sandbox_backend,
+                sandbox_workers=args.sandbox_workers, max_parallel=args.max_parallel)
     steps = [s for s in args.stages.split(",") if s]
     for part in (p for step in steps for p in step.split("+")):
         if part.partition("/")[0] not in STAGES:
