@@ -111,6 +111,7 @@ def eval_summary(run_dir: Path, k: int | None = None) -> dict[str, Any]:
     summary["mean_speedup"] = overall.get("mean_speedup")
     summary["problems"] = overall["problems"]
     summary["samples"] = overall["samples"]
+    summary["infra_errors"] = overall.get("infra_errors", 0)
     samples = _samples(run_dir)
     summary["cheat"] = (sum(1 for s in samples if s.get("status") == "cheat") / len(samples)) if samples else None
     summary["families"] = family_correct(samples)
@@ -139,12 +140,13 @@ def _pct(value: float | None) -> str:
 
 
 def comparison_table(evals: Mapping[str, Mapping[str, Path]], k: int | None = None) -> str:
-    """Markdown: one table per evaluation set, one row per model."""
+    """Markdown: one table per evaluation set, one row per model. Infra errors (the sandbox failed, not the
+    model) are counted apart: a set with many of them measured the machine, not the model."""
     sets = sorted({s for per_set in evals.values() for s in per_set}, key=lambda s: (s != "heldout", s))
     lines = []
     for eval_set in sets:
         columns = ["model", "problems", "samples", *COMPARISON_METRICS, *([f"correct@{k}"] if k else []),
-                   "mean speedup", "cheat"]
+                   "mean speedup", "cheat", "infra errors"]
         lines += [f"### {eval_set}", "", "| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
         for model, per_set in evals.items():
             if eval_set not in per_set:
@@ -153,7 +155,8 @@ def comparison_table(evals: Mapping[str, Mapping[str, Path]], k: int | None = No
             cells = [model, str(s["problems"]), str(s["samples"]), *(_pct(s[m]) for m in COMPARISON_METRICS)]
             if k:
                 cells.append(_pct(s.get(f"correct@{k}")))
-            cells += ["-" if s["mean_speedup"] is None else f"{s['mean_speedup']:.2f}x", _pct(s["cheat"])]
+            cells += ["-" if s["mean_speedup"] is None else f"{s['mean_speedup']:.2f}x", _pct(s["cheat"]),
+                      str(s["infra_errors"])]
             lines.append("| " + " | ".join(cells) + " |")
         lines.append("")
     return "\n".join(lines)
