@@ -45,6 +45,11 @@ COMPARE_TIMEOUT_S = 120.0
 # as infra_error under load. The screens parse the candidate, so they run one at a time (milliseconds each).
 _SCREEN_LOCK = threading.Lock()
 REFERENCE_TIMING_TIMEOUT_S = 600.0
+MEMORY_WAITS_S = (2.0, 5.0, 10.0, 20.0)  # between tries of a judge out of GPU memory (load, not a verdict)
+
+
+def _out_of_memory(answer: dict) -> bool:
+    return answer.get("type") == "error" and answer.get("kind") == "memory"
 
 
 class _Finish(Exception):
@@ -117,19 +122,11 @@ class JudgeLink:
 
     def prepare(self, reserve: bool = True) -> dict:
         """The judge prepares the task. `reserve`: hold GPU memory for it meanwhile; False when the caller
-        already holds the evaluation's reservation (nested reservations could wait on each other forever)."""
-        for attempt in range(2):
-            try:
-                with self.lane.memory.reserve(self.lane.prepare_bytes(self.problem.key) if reserve else 0):
-                    answer = self._call(self.problem.prepare_request(), self.options.timeout_s)
-                break
-            except ServiceFailure as exc:
-                # A judge killed under us (memory, a signal) while our request was in flight is tried once more;
-                # a reference that crashes it twice, or hangs, is the reference's problem.
-                if attempt == 0 and not exc.timed_out:
-                    continue
-                what = "did not finish" if exc.timed_out else "crashed the judge"
-                raise _Finish(Status.INFRA_ERROR, f"the reference {what} while being prepared: {exc.cause}") from None
+        already holds the evaluation's reservation (nested reservations could wait on each other forever).
+
+        A judge out of GPU memory is load, not a verdict (other processes on the GPU, a trainer or other
+        evaluations, may hold it for a while): the preparation waits and is tried again, MEMORY_WAITS_S apart."""
+        answer = self._waiting_for_memory(lambda: self._prepare_once(reserve), "preparing")
         if answer.get("type") == "error":
             prefix = "reference failed" if answer.get("kind") == "reference" else "the judge failed"
             raise _Finish(Status.INFRA_ERROR, f"{prefix}: {answer.get('error', '')}")
@@ -143,12 +140,42 @@ class JudgeLink:
         self.lane.problem_sizes[self.problem.key] = (int(answer["input_bytes"]), int(answer["output_bytes"]))
         return answer
 
+    def _waiting_for_memory(self, call, what: str) -> dict:
+        """`call()`'s answer, called again MEMORY_WAITS_S apart while the judge is out of GPU memory."""
+        for wait in MEMORY_WAITS_S:
+            answer = call()
+            if not _out_of_memory(answer):
+                return answer
+            log.warning("the judge ran out of GPU memory %s %s; trying again in %.0f s", what, self.problem.key, wait)
+            time.sleep(wait)
+        answer = call()
+        if _out_of_memory(answer):
+            raise _Finish(Status.INFRA_ERROR, f"the judge was out of GPU memory {what} the reference "
+                                              f"{len(MEMORY_WAITS_S) + 1} times over {sum(MEMORY_WAITS_S):.0f} s "
+                                              f"(other processes on this GPU hold it): {answer.get('error', '')}")
+        return answer
+
+    def _prepare_once(self, reserve: bool) -> dict:
+        for attempt in range(2):
+            try:
+                with self.lane.memory.reserve(self.lane.prepare_bytes(self.problem.key) if reserve else 0):
+                    answer = self._call(self.problem.prepare_request(), self.options.timeout_s)
+                break
+            except ServiceFailure as exc:
+                # A judge killed under us (memory, a signal) while our request was in flight is tried once more;
+                # a reference that crashes it twice, or hangs, is the reference's problem.
+                if attempt == 0 and not exc.timed_out:
+                    continue
+                what = "did not finish" if exc.timed_out else "crashed the judge"
+                raise _Finish(Status.INFRA_ERROR, f"the reference {what} while being prepared: {exc.cause}") from None
+        return answer
+
     def compare(self, message: dict) -> dict:
         request = {"op": "compare", "key": self.problem.key, "set": message["set"], "trial": message["trial"],
                    "handover": message["handover"]}
         for attempt in range(2):
             try:
-                answer = self._call(request, COMPARE_TIMEOUT_S)
+                answer = self._waiting_for_memory(lambda: self._call(request, COMPARE_TIMEOUT_S), "comparing with")
             except ServiceFailure as exc:
                 if attempt == 0:
                     self.prepare(reserve=False)

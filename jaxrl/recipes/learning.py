@@ -50,6 +50,10 @@ class EvalSet:
     decodings: tuple[str, ...] = (GREEDY, SAMPLED)
 
 
+# The sandbox's share of the GPU: with the JAX caps of a step (at most 60%: two GRPO arms, or four evaluations
+# and SFT's 40% apart) it leaves room for the CUDA contexts. At 50% the judges ran out of memory on full-size
+# KernelBench problems beside four evaluations (docs/learning.md, Results).
+SANDBOX_MEMORY_FRACTION = "0.35"
 REPORT_K = 4  # the sampled evaluations' samples per task (configs/learning/eval_heldout.yaml), reported as pass@k
 EVAL_SETS = {"heldout": EvalSet("eval_heldout.yaml"), "kbl1": EvalSet("eval_kernelbench_l1.yaml"),
              "kbl2": EvalSet("eval_kernelbench_l2.yaml", (GREEDY,))}
@@ -124,7 +128,7 @@ def sandbox_address(plan: Plan) -> str:
     process = subprocess.Popen(
         [sys.executable, "-m", "sandbox_service", "serve", "--host", "127.0.0.1", "--port", "0",
          "--backend", plan.sandbox_backend, "--workers", str(plan.sandbox_workers), "--queue", "512",
-         "--gpu-memory-fraction", "0.5", "--ready-file", str(ready)],
+         "--gpu-memory-fraction", SANDBOX_MEMORY_FRACTION, "--ready-file", str(ready)],
         stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
     )
     deadline = time.monotonic() + 300

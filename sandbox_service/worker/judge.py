@@ -31,6 +31,14 @@ MAX_PROBLEMS = 64
 RESERVED_LIMIT_BYTES = 2 << 30
 
 
+def _failure(exc: BaseException) -> BaseException:
+    """What a reference's exception becomes: out of GPU memory stays itself (the lane waits and tries again:
+    other processes may hold the memory for a while), anything else is the reference's failure."""
+    if isinstance(exc, torch.cuda.OutOfMemoryError):
+        return exc
+    return ReferenceFailure(harness.format_exception(exc))
+
+
 class ReferenceFailure(Exception):
     """The reference raised, produced non-finite outputs, or otherwise cannot be judged against."""
 
@@ -97,7 +105,7 @@ class Judge:
                 init = harness.init_inputs(module, seed, self.device)
                 models.append(harness.build_model(module, "Model", init, seed, self.device).eval())
         except BaseException as exc:  # noqa: BLE001 - a broken reference is reported, never fatal here
-            raise ReferenceFailure(harness.format_exception(exc)) from None
+            raise _failure(exc) from None
         problem = Problem(
             key=request["key"], sets=sets, seeds=harness.trial_seeds(seed, trials), seed=seed, models=models,
             tolerance_table={k: tuple(v) for k, v in request["tolerances"].items()},
@@ -135,7 +143,7 @@ class Judge:
                 outputs = [t.detach() for t in harness.flatten_outputs(problem.models[set_index](*inputs))]
             harness.synchronize(self.device)
         except BaseException as exc:  # noqa: BLE001
-            raise ReferenceFailure(harness.format_exception(exc)) from None
+            raise _failure(exc) from None
         if not all(correctness.all_finite(t) for t in outputs):
             raise ReferenceFailure("the reference produced NaN or Inf outputs")
         return inputs, outputs
@@ -188,7 +196,7 @@ class Judge:
                 stats = timing.time_cuda(lambda: model(*inputs), warmup=cache_key[1], runs=cache_key[2],
                                          method=cache_key[0])
             except BaseException as exc:  # noqa: BLE001
-                raise ReferenceFailure(harness.format_exception(exc)) from None
+                raise _failure(exc) from None
             problem.timings[cache_key] = stats.__dict__
             del inputs
         else:
