@@ -97,10 +97,11 @@ class JudgeLink:
     """This evaluation's conversation with the judge that keeps its task: GPU work under the shared gate,
     and a judge restarted by someone else's failure is re-prepared (and must agree with what it said before)."""
 
-    def __init__(self, lane: Lane, problem: ProblemRef, options: EvalOptions):
+    def __init__(self, lane: Lane, problem: ProblemRef, options: EvalOptions, cancel: threading.Event | None = None):
         self.lane = lane
         self.problem = problem
         self.options = options
+        self.cancel = cancel or threading.Event()  # ends a wait for memory when the caller goes away
         self.service = lane.judge_for(problem.key)
         self.prepared: dict | None = None
         self.wall_s = 0.0  # time in judge calls, queueing included
@@ -147,7 +148,9 @@ class JudgeLink:
             if not _out_of_memory(answer):
                 return answer
             log.warning("the judge ran out of GPU memory %s %s; trying again in %.0f s", what, self.problem.key, wait)
-            time.sleep(wait)
+            if self.cancel.wait(wait):
+                raise _Finish(Status.INFRA_ERROR, "cancelled while waiting for GPU memory: the caller went away or "
+                                                  "the server is stopping")
         answer = call()
         if _out_of_memory(answer):
             raise _Finish(Status.INFRA_ERROR, f"the judge was out of GPU memory {what} the reference "
@@ -374,7 +377,7 @@ class _Evaluation:
         (self.job_dir / "candidate.py").write_text(code)
         (self.job_dir / "outputs").mkdir()
         self.problem = ProblemRef.create(reference_source, self.job_dir / "reference.py", input_sets, options)
-        self.judge = JudgeLink(lane, self.problem, options)
+        self.judge = JudgeLink(lane, self.problem, options, cancel)
         self.trials: dict[tuple[int, int], dict] = {}
         self.handover_changed: list[tuple[int, int]] = []
         self.seen: dict[str, dict] = {}

@@ -48,8 +48,11 @@ case "${1:-}" in
     echo "started the recipe, pid $(cat "$PIDFILE"), log $LOG"
     ;;
   watch)
-    end=$((SECONDS + ${2:-540}))
-    while (( SECONDS < end )) && running; do status_line; sleep 60; done
+    end=$((SECONDS + ${2:-540}))  # the call's limit minus time to pack: 540 s in a 600 s call
+    while (( SECONDS < end )) && running; do
+      status_line
+      left=$((end - SECONDS)); (( left > 0 )) && sleep $(( left < 60 ? left : 60 ))
+    done
     status_line
     running && echo "the recipe is still running" || echo "the recipe has finished"
     tail -n 40 "$LOG"

@@ -50,9 +50,10 @@ class EvalSet:
     decodings: tuple[str, ...] = (GREEDY, SAMPLED)
 
 
-# The sandbox's share of the GPU: with the JAX caps of a step (at most 60%: two GRPO arms, or four evaluations
-# and SFT's 40% apart) it leaves room for the CUDA contexts. At 50% the judges ran out of memory on full-size
-# KernelBench problems beside four evaluations (docs/learning.md, Results).
+# The sandbox's share of the GPU. The JAX caps are upper bounds (an evaluation of SmolLM2 uses about 5 GB of its
+# 8 GB): two GRPO arms cap at 60%, four evaluations at 40%, SFT beside three evaluations at 70% (the sandbox is
+# nearly idle then). At 50% the judges ran out of memory on full-size KernelBench problems beside four
+# evaluations (docs/learning.md, Results).
 SANDBOX_MEMORY_FRACTION = "0.35"
 REPORT_K = 4  # the sampled evaluations' samples per task (configs/learning/eval_heldout.yaml), reported as pass@k
 EVAL_SETS = {"heldout": EvalSet("eval_heldout.yaml"), "kbl1": EvalSet("eval_kernelbench_l1.yaml"),
@@ -186,13 +187,21 @@ def _model_sources(plan: Plan) -> dict[str, str]:
             **{arm: str(plan.run_dir(f"learn-grpo-{arm}") / "hf") for arm in ARMS}}
 
 
+def parse_stage(stage: str) -> tuple[str, tuple[str, ...]]:
+    """A stage's name and decodings; ValueError for a name that is not a stage or a decoding where none goes."""
+    name, slash, decoding = stage.partition("/")
+    if name not in STAGES:
+        raise ValueError(f"unknown stage {stage!r}; stages: {', '.join(STAGES)} (eval stages may end in /{GREEDY} "
+                         f"or /{SAMPLED})")
+    if slash and (not name.startswith("eval-") or decoding not in DECODING_OVERRIDES):
+        raise ValueError(f"bad stage {stage!r}: only eval stages take /{GREEDY} or /{SAMPLED}")
+    return name, ((decoding,) if slash else (GREEDY, SAMPLED))
+
+
 def stage_commands(stage: str, plan: Plan) -> list[Command]:
     """The commands of one stage that still have work to do. An evaluation stage may name one decoding
     (`eval-sft/greedy`); without it, both."""
-    name, _, decoding = stage.partition("/")
-    if decoding and (not name.startswith("eval-") or decoding not in DECODING_OVERRIDES):
-        raise ValueError(f"bad stage {stage!r}: only eval stages take /{GREEDY} or /{SAMPLED}")
-    decodings = (decoding,) if decoding else (GREEDY, SAMPLED)
+    name, decodings = parse_stage(stage)
     sft_hf = plan.run_dir("learn-sft") / "hf"
     sources = _model_sources(plan)
     if name == "data":
@@ -213,15 +222,20 @@ def stage_commands(stage: str, plan: Plan) -> list[Command]:
         address = sandbox_address(plan)
         return [_command(plan, "grpo", config, f"model.source={sft_hf}", f"model.tokenizer={sft_hf}",
                          f"sandbox.targets=[{address}]") for _, config in todo]
-    raise ValueError(f"unknown stage {stage!r}; stages: {', '.join(STAGES)} (eval stages may end in /greedy or /sampled)")
+    return []  # report: not a command (run_stage makes it)
+
+
+def step_commands(step: str, plan: Plan) -> list[Command]:
+    """The commands of a step (stages joined by `+`), training first: it is the longest and the next steps wait
+    for it; evaluations fill the other slots."""
+    commands = [c for part in step.split("+") for c in stage_commands(part, plan)]
+    return sorted(commands, key=lambda c: c.kind == "eval")
 
 
 def run_stage(stage: str, plan: Plan) -> None:
     """One step of the recipe: a stage, or stages joined by `+` run side by side (`eval-base+sft`)."""
-    parts = stage.split("+")
-    commands = [c for part in parts if part != "report" for c in stage_commands(part, plan)]
-    failed = run_commands(commands, plan)
-    if "report" in parts:
+    failed = run_commands(step_commands(stage, plan), plan)
+    if "report" in stage.split("+"):
         _report(plan)
     if failed:
         raise RuntimeError(f"failed: {failed}")
@@ -295,8 +309,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 sandbox_workers=args.sandbox_workers, max_parallel=args.max_parallel)
     steps = [s for s in args.stages.split(",") if s]
     for part in (p for step in steps for p in step.split("+")):
-        if part.partition("/")[0] not in STAGES:
-            parser.error(f"unknown stage {part!r}; stages: {', '.join(STAGES)}")
+        try:
+            parse_stage(part)
+        except ValueError as exc:
+            parser.error(str(exc))
     started = time.monotonic()
     failures = []
     try:
@@ -307,7 +323,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"learning: step {step} ({time.monotonic() - started:.0f} s in)", flush=True)
             try:
                 run_stage(step, plan)
-            except RuntimeError as exc:
+            except (RuntimeError, ValueError, OSError) as exc:
                 if not args.keep_going:
                     raise
                 print(f"learning: step {step}: {exc}; going on (--keep-going)", flush=True)

@@ -230,7 +230,9 @@ def serve(backend: str, control: protocol.Receiver, report_fd: int) -> int:
             judge.problems.pop(request.get("key"), None)
             answer = {"type": "error", "kind": "reference", "error": str(exc)}
         except torch.cuda.OutOfMemoryError as exc:
-            judge.problems.pop(request.get("key"), None)
+            # A prepared task stays: running out of memory says nothing against it, and the lane tries again.
+            if judge.device.type == "cuda":
+                torch.cuda.empty_cache()
             answer = {"type": "error", "kind": "memory", "error": f"out of GPU memory in the judge: {exc}"}
         judge.tidy()
         answer["id"] = request.get("id")

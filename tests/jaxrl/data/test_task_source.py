@@ -72,12 +72,14 @@ def test_the_split_filter_keeps_one_split(rl_tasks):
 
 
 def test_per_family_keeps_the_first_tasks_of_each_family_in_file_order(tmp_path):
-    rows = [{**row(f"t{i}", "heldout", i + 1), "family": family}
-            for i, family in enumerate(["mish", "selu", "mish", "mish", "selu", "cummax"])]
+    families = ["mish", "selu", "mish", "mish", "mish", "selu", "cummax"]
+    splits = ["heldout", "heldout", "train", "heldout", "heldout", "heldout", "heldout"]
+    rows = [{**row(f"t{i}", split, i + 1), "family": family} for i, (family, split) in enumerate(zip(families, splits))]
     path = tmp_path / "rl_tasks.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    assert [t.key for t in load_tasks(TaskSelection(str(path), per_family=2))] == ["t0", "t1", "t2", "t4", "t5"]
-    assert [t.key for t in load_tasks(TaskSelection(str(path), per_family=1))] == ["t0", "t1", "t5"]
+    heldout = TaskSelection(str(path), split="heldout", per_family=2)  # the split first, then the first N
+    assert [t.key for t in load_tasks(heldout)] == ["t0", "t1", "t3", "t5", "t6"]
+    assert [t.key for t in load_tasks(TaskSelection(str(path), per_family=1))] == ["t0", "t1", "t6"]
     assert len(load_tasks(TaskSelection(str(path)))) == len(rows)
 
 

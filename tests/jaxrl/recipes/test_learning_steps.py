@@ -10,7 +10,7 @@ import time
 import pytest
 
 from jaxrl.recipes.learning import (
-    CONFIGS, EVAL_SETS, GREEDY, RUN_NAMES, REPORT_K, SAMPLED, Command, Plan, eval_run_name, main, run_commands, stage_commands,
+    CONFIGS, EVAL_SETS, GREEDY, RUN_NAMES, REPORT_K, SAMPLED, Command, Plan, eval_run_name, main, run_commands, stage_commands, step_commands,
 )
 from jaxrl.config import load_config
 
@@ -61,8 +61,16 @@ def test_bad_stages_are_refused(plan):
         stage_commands("sft/greedy", plan)
     with pytest.raises(ValueError, match="unknown stage"):
         stage_commands("distill", plan)
+    for stages in ("eval-base+distill", "eval-sft/gredy", "report/greedy", "sft/sampled"):
+        with pytest.raises(SystemExit):  # refused before any command runs, not in the middle of a long run
+            main(["--output-root", str(plan.output_root), "--stages", stages])
     with pytest.raises(SystemExit):
-        main(["--output-root", str(plan.output_root), "--stages", "eval-base+distill"])
+        main(["--output-root", str(plan.output_root), "--memory", "sft=1.5"])
+
+
+def test_training_starts_before_the_evaluations_of_its_step(plan):
+    labels = [c.label for c in step_commands("eval-base+sft", plan)]
+    assert labels[0] == "sft learn-sft" and all(label.startswith("eval ") for label in labels[1:])
 
 
 def test_commands_run_at_most_max_parallel_at_once_and_failures_do_not_stop_the_others(tmp_path):
