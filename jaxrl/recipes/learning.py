@@ -36,6 +36,7 @@ from pathlib import Path
 CONFIGS = Path(__file__).resolve().parents[2] / "configs" / "learning"
 RUN_NAMES = {"data.yaml": "data-learn", "sft_smollm2.yaml": "learn-sft", "grpo_hrd_smollm2.yaml": "learn-grpo-hrd",
              "grpo_uniform_smollm2.yaml": "learn-grpo-uniform"}  # the configs' run.name
+SFT_CONFIG = "sft_smollm2.yaml"
 STAGES = ("data", "eval-base", "sft", "eval-sft", "grpo", "eval-grpo", "report")
 ARMS = {"hrd": "grpo_hrd_smollm2.yaml", "uniform": "grpo_uniform_smollm2.yaml"}
 # Each evaluation set with its decodings: `greedy` is one sample at temperature 0 (correct at temperature 0),
@@ -78,6 +79,13 @@ class Plan:
 
     def run_dir(self, name: str) -> Path:
         return self.output_root / name
+
+    @property
+    def sft_dir(self) -> Path:
+        return self.run_dir(RUN_NAMES[SFT_CONFIG])
+
+    def arm_dir(self, arm: str) -> Path:
+        return self.run_dir(RUN_NAMES[ARMS[arm]])
 
 
 @dataclasses.dataclass(frozen=True)
@@ -183,8 +191,7 @@ def _evals(plan: Plan, model: str, source: str, decodings: Sequence[str]) -> lis
 
 
 def _model_sources(plan: Plan) -> dict[str, str]:
-    return {"base": plan.base_model, "sft": str(plan.run_dir("learn-sft") / "hf"),
-            **{arm: str(plan.run_dir(f"learn-grpo-{arm}") / "hf") for arm in ARMS}}
+    return {"base": plan.base_model, "sft": str(plan.sft_dir / "hf"), **{arm: str(plan.arm_dir(arm) / "hf") for arm in ARMS}}
 
 
 def parse_stage(stage: str) -> tuple[str, tuple[str, ...]]:
@@ -202,13 +209,13 @@ def stage_commands(stage: str, plan: Plan) -> list[Command]:
     """The commands of one stage that still have work to do. An evaluation stage may name one decoding
     (`eval-sft/greedy`); without it, both."""
     name, decodings = parse_stage(stage)
-    sft_hf = plan.run_dir("learn-sft") / "hf"
+    sft_hf = plan.sft_dir / "hf"
     sources = _model_sources(plan)
     if name == "data":
         return [_command(plan, "data", "data.yaml")]
     if name == "sft":
         done = (sft_hf / "config.json").exists()
-        return [] if done else [_command(plan, "sft", "sft_smollm2.yaml", f"model.source={plan.base_model}")]
+        return [] if done else [_command(plan, "sft", SFT_CONFIG, f"model.source={plan.base_model}")]
     if name in ("eval-base", "eval-sft"):
         model = name.removeprefix("eval-")
         return _evals(plan, model, sources[model], decodings)
@@ -216,7 +223,7 @@ def stage_commands(stage: str, plan: Plan) -> list[Command]:
         return [c for arm in ARMS for c in _evals(plan, arm, sources[arm], decodings)]
     if name == "grpo":
         todo = [(arm, config) for arm, config in ARMS.items()
-                if not (plan.run_dir(f"learn-grpo-{arm}") / "hf" / "config.json").exists()]
+                if not (plan.arm_dir(arm) / "hf" / "config.json").exists()]
         if not todo:
             return []
         address = sandbox_address(plan)
@@ -255,9 +262,8 @@ def stop_sandbox(plan: Plan) -> None:
 def _report(plan: Plan) -> None:
     from jaxrl.evaluation.learning_report import main as report
 
-    args = ["--sft", str(plan.run_dir("learn-sft")), "--out", str(plan.output_root / "learn-report"), "--k", str(REPORT_K)]
-    args += [f"--grpo={arm}={plan.run_dir(f'learn-grpo-{arm}')}" for arm in ARMS
-             if (plan.run_dir(f"learn-grpo-{arm}") / "metrics.jsonl").exists()]
+    args = ["--sft", str(plan.sft_dir), "--out", str(plan.output_root / "learn-report"), "--k", str(REPORT_K)]
+    args += [f"--grpo={arm}={plan.arm_dir(arm)}" for arm in ARMS if (plan.arm_dir(arm) / "metrics.jsonl").exists()]
     for model in ("base", "sft", *ARMS):
         for eval_set in plan.eval_sets:
             for decoding in EVAL_SETS[eval_set].decodings:
