@@ -1,7 +1,8 @@
-"""Command line: `serve`, `check` and `demo` (see docs/sandbox.md).
+"""Command line: `serve`, `check`, `inductor` and `demo` (see docs/sandbox.md).
 
 `check --json` prints exactly one JSON object (the EvalResult contract) on stdout. Exit codes:
-0 an evaluation ran (whatever the verdict); 2 usage error; 3 infrastructure error.
+0 an evaluation ran (whatever the verdict); 2 usage error; 3 infrastructure error. `inductor` exits 0 when
+it wrote a module, 1 when Inductor's output could not stand alone (or failed verification with --verify).
 """
 
 from __future__ import annotations
@@ -153,6 +154,42 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return EXIT_INFRA if failed else EXIT_OK
 
 
+def cmd_inductor(args: argparse.Namespace) -> int:
+    """Compile a reference with TorchInductor into a standalone ModelNew (optionally verified)."""
+    from sandbox_service.client import SandboxClient
+    from sandbox_service.options import InductorOptions
+    from sandbox_service.results import InductorStatus
+
+    if not args.reference.is_file():
+        print(f"error: no such file: {args.reference}", file=sys.stderr)
+        return EXIT_USAGE
+    reference = args.reference.read_text()
+    client = SandboxClient(args.target) if args.target else SandboxClient.embedded(backend=args.backend, workers=1)
+    with client:
+        result = client.inductor(reference, InductorOptions(timeout_s=args.timeout))
+        verdict = None
+        if args.verify and result.status == InductorStatus.OK:
+            verdict = client.evaluate(reference, result.source, EvalOptions(time=False, candidate_format="code"))
+    if args.out and result.status == InductorStatus.OK:
+        args.out.write_text(result.source)
+    if args.json:
+        data = result.to_dict()
+        data["verification"] = verdict.to_dict() if verdict is not None else None
+        print(json.dumps(data, sort_keys=True))
+    else:
+        if result.status == InductorStatus.OK and not args.out:
+            print(result.source)
+        print(f"inductor: {result.status.value}, {result.kernels} kernel(s), {result.duration_s:.1f} s on "
+              f"{result.device or result.backend}" + (f": {result.reason}" if result.reason else ""), file=sys.stderr)
+        if verdict is not None:
+            print(f"verification: {verdict.status.value}" + (f": {verdict.error.splitlines()[0]}" if verdict.error else ""),
+                  file=sys.stderr)
+    if result.status == InductorStatus.INFRA_ERROR:
+        return EXIT_INFRA
+    ok = result.status == InductorStatus.OK and (verdict is None or verdict.status == Status.OK)
+    return EXIT_OK if ok else 1
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m sandbox_service", description="Triton kernel sandbox")
     parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
@@ -189,6 +226,16 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--format", default="auto", choices=["auto", "completion", "code"])
     _add_judge_arguments(check)
     check.set_defaults(func=cmd_check)
+
+    inductor = sub.add_parser("inductor", help="compile a reference with TorchInductor into a standalone ModelNew")
+    inductor.add_argument("reference", type=Path)
+    inductor.add_argument("--backend", default="auto", choices=["auto", "cuda", "interpreter"])
+    inductor.add_argument("--target", action="append", help="HOST:PORT of a server (repeatable); default: a local one")
+    inductor.add_argument("--out", type=Path, help="write the module here (default: stdout)")
+    inductor.add_argument("--verify", action="store_true", help="also evaluate the module against the reference")
+    inductor.add_argument("--json", action="store_true", help="print one JSON object (the module in `source`)")
+    inductor.add_argument("--timeout", type=float, default=300.0)
+    inductor.set_defaults(func=cmd_inductor)
 
     demo = sub.add_parser("demo", help="start a local server and evaluate three example candidates")
     demo.add_argument("--backend", default="auto", choices=["auto", "cuda", "interpreter"])

@@ -33,10 +33,13 @@ from pathlib import Path
 import grpc
 
 from sandbox_service.convert import (
-    input_sets_to_pb, options_to_pb, result_from_pb, validate_options_to_pb, validation_from_pb,
+    inductor_from_pb, inductor_options_to_pb, input_sets_to_pb, options_to_pb, result_from_pb,
+    validate_options_to_pb, validation_from_pb,
 )
-from sandbox_service.options import EvalOptions, InputSet, ValidateOptions
-from sandbox_service.results import EvalResult, Status, ValidationResult, ValidationStatus
+from sandbox_service.options import EvalOptions, InductorOptions, InputSet, ValidateOptions
+from sandbox_service.results import (
+    EvalResult, InductorResult, InductorStatus, Status, ValidationResult, ValidationStatus,
+)
 from tritonrl.sandbox.v1 import sandbox_pb2 as pb
 from tritonrl.sandbox.v1 import sandbox_pb2_grpc as pb_grpc
 
@@ -164,6 +167,18 @@ class SandboxClient:
         if isinstance(answer, str):
             return ValidationResult(ValidationStatus.INFRA_ERROR, reason=f"sandbox unavailable: {answer}")
         return validation_from_pb(answer.result)
+
+    def inductor(self, reference: str, options: InductorOptions | None = None, *, timeout_s: float | None = None,
+                 request_id: str = "") -> InductorResult:
+        """A standalone ModelNew of TorchInductor's kernels for the reference (not verified: evaluate it).
+        Never raises for server trouble (infra_error instead)."""
+        request = pb.InductorRequest(request_id=request_id, reference_source=reference,
+                                     options=inductor_options_to_pb(options))
+        wait = timeout_s or ((options or InductorOptions()).timeout_s + 60.0)
+        answer = self._call("Inductor", request, wait)
+        if isinstance(answer, str):
+            return InductorResult(InductorStatus.INFRA_ERROR, reason=f"sandbox unavailable: {answer}")
+        return inductor_from_pb(answer.result)
 
     def _call(self, method: str, request, timeout_s: float | None):
         """The response, or the last error as text once retries and the deadline are spent."""

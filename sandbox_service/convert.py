@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sandbox_service.options import EvalOptions, InputSet, ValidateOptions
+from sandbox_service.options import EvalOptions, InductorOptions, InputSet, ValidateOptions
 from sandbox_service.results import (
-    EvalResult, InputSetReport, LayerResult, Outcome, Status, TimingStats, ValidationResult, ValidationStatus, Violation,
+    EvalResult, InductorResult, InductorStatus, InputSetReport, LayerResult, Outcome, Status, TimingStats,
+    ValidationResult, ValidationStatus, Violation,
 )
 from tritonrl.sandbox.v1 import sandbox_pb2 as pb
 
@@ -16,6 +17,9 @@ _OUTCOME_TO_PB = {outcome: getattr(pb, f"LAYER_OUTCOME_{outcome.name}") for outc
 _OUTCOME_FROM_PB = {v: k for k, v in _OUTCOME_TO_PB.items()}
 _VALIDATION_TO_PB = {status: getattr(pb, f"VALIDATION_STATUS_{status.name}") for status in ValidationStatus}
 _VALIDATION_FROM_PB = {v: k for k, v in _VALIDATION_TO_PB.items()}
+_INDUCTOR_TO_PB = {status: getattr(pb, f"INDUCTOR_STATUS_{status.name}") for status in InductorStatus}
+_INDUCTOR_FROM_PB = {v: k for k, v in _INDUCTOR_TO_PB.items()}
+_INDUCTOR_OPTION_FIELDS = ("seed", "timeout_s", "memory_limit_mb")
 _VALIDATE_OPTION_FIELDS = ("seeds", "seed", "time", "min_ref_time_us", "warmup_runs", "timing_runs", "timeout_s",
                            "memory_limit_mb")
 _OPTIONAL_OPTION_FIELDS = (
@@ -209,4 +213,31 @@ def validation_from_pb(message: pb.ValidationResult) -> ValidationResult:
         ],
         ref_timing=_timing_from_pb(message.ref_timing, message.HasField("ref_timing")),
         duration_s=message.duration_s,
+    )
+
+
+def inductor_options_to_pb(options: InductorOptions | None) -> pb.InductorOptions:
+    message = pb.InductorOptions()
+    for name in _INDUCTOR_OPTION_FIELDS if options is not None else ():
+        setattr(message, name, getattr(options, name))
+    return message
+
+
+def inductor_options_from_pb(message: pb.InductorOptions) -> InductorOptions:
+    return InductorOptions(**{name: getattr(message, name) for name in _INDUCTOR_OPTION_FIELDS if message.HasField(name)})
+
+
+def inductor_to_pb(result: InductorResult) -> pb.InductorResult:
+    return pb.InductorResult(
+        status=_INDUCTOR_TO_PB[result.status], source=result.source, reason=result.reason, kernels=result.kernels,
+        helpers=result.helpers, backend=result.backend, device=result.device, torch_version=result.torch_version,
+        duration_s=result.duration_s,
+    )
+
+
+def inductor_from_pb(message: pb.InductorResult) -> InductorResult:
+    return InductorResult(
+        status=_INDUCTOR_FROM_PB.get(message.status, InductorStatus.INFRA_ERROR), source=message.source,
+        reason=message.reason, kernels=message.kernels, helpers=list(message.helpers), backend=message.backend,
+        device=message.device, torch_version=message.torch_version, duration_s=message.duration_s,
     )

@@ -2,6 +2,7 @@
 
     template process (zygote) --fork--> candidate processes (one evaluation each, then killed)
                               --fork--> validator processes (one reference each, then killed)
+                              --fork--> inductor processes (one reference compiled by Inductor, then killed)
                               --fork--> judges (long-lived, trusted code only: references, comparisons)
                               --fork--> builder (long-lived, trusted: Triton's C launchers, CUDA only)
 
@@ -26,7 +27,7 @@ from sandbox_service.worker.zygote import Zygote
 
 log = logging.getLogger(__name__)
 
-CANDIDATE, VALIDATOR, JUDGE, BUILDER = "candidate", "validator", "judge", "builder"
+CANDIDATE, VALIDATOR, INDUCTOR, JUDGE, BUILDER = "candidate", "validator", "inductor", "judge", "builder"
 CUDA_CHILD_THREADS = 4
 # CUDA IPC instead of a file for a trial's outputs from this size up (the copy through host memory and a
 # file costs about a second per GB; the IPC hand-over costs a round trip of milliseconds).
@@ -96,7 +97,7 @@ class Lane:
 
     # -- processes -----------------------------------------------------------------------------
     def spawn(self, role: str) -> Child:
-        """A fresh untrusted process (candidate or validator), frozen whenever another one is timed."""
+        """A fresh untrusted process (candidate, validator or inductor), frozen whenever another one is timed."""
         spec = self._candidate_spec if role == CANDIDATE else dataclasses.replace(self._candidate_spec, role=role)
         child = self.zygote.spawn(spec, on_close=self.freezer.unregister)
         self.freezer.register(child)

@@ -154,3 +154,19 @@ class ValidateOptions:
             problems.append("memory_limit_mb must be >= 256")
         if problems:
             raise ValueError("invalid ValidateOptions: " + "; ".join(problems))
+
+
+@dataclasses.dataclass
+class InductorOptions:
+    """How a reference is compiled with TorchInductor (the `Inductor` call): the seed its model and inputs
+    are built under, and the limits of the process that compiles it."""
+
+    seed: int = 42
+    timeout_s: float = 300.0
+    memory_limit_mb: int = 16384
+
+    def __post_init__(self) -> None:
+        if not 0 < self.timeout_s <= 3600:
+            raise ValueError(f"invalid InductorOptions: timeout_s must be in (0, 3600], got {self.timeout_s}")
+        if self.memory_limit_mb < 256:
+            raise ValueError("invalid InductorOptions: memory_limit_mb must be >= 256")

@@ -184,6 +184,43 @@ class ValidationResult:
         )
 
 
+class InductorStatus(str, enum.Enum):
+    """What compiling a reference with TorchInductor gave."""
+
+    OK = "ok"  # a standalone module
+    FAILED = "failed"  # Inductor's output cannot stand alone (extern kernels, several graphs, ...), or it failed
+    UNAVAILABLE = "unavailable"  # this torch cannot compile with Inductor here
+    TIMEOUT = "timeout"
+    INFRA_ERROR = "infra_error"  # the sandbox failed: try again
+
+
+@dataclasses.dataclass
+class InductorResult:
+    """`source` is a standalone ModelNew module of plain @triton.jit kernels (status ok), not yet verified."""
+
+    status: InductorStatus
+    source: str = ""
+    reason: str = ""
+    kernels: int = 0
+    helpers: list[str] = dataclasses.field(default_factory=list)
+    backend: str = ""
+    device: str = ""
+    torch_version: str = ""
+    duration_s: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["status"] = self.status.value
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> InductorResult:
+        fields = {f.name for f in dataclasses.fields(cls)}
+        kwargs = {k: v for k, v in data.items() if k in fields}
+        kwargs["status"] = InductorStatus(kwargs["status"])
+        return cls(**kwargs)
+
+
 def truncate(text: str, limit: int = 4000) -> str:
     """Keep error text bounded: head and tail, with the cut marked."""
     if len(text) <= limit:

@@ -1,4 +1,4 @@
-"""Bounded queue of work (evaluations, validations) feeding one lane per GPU (or one CPU lane).
+"""Bounded queue of work (evaluations, validations, Inductor compilations) feeding one lane per GPU (or one CPU lane).
 
 Each lane runs up to `workers_per_lane` jobs at once: their compilation and correctness phases overlap
 up to the machine's cores, while timing takes the lane's GPU alone (TimingGate, with every other
@@ -23,9 +23,12 @@ from pathlib import Path
 from typing import Any
 
 from sandbox_service.evaluation import evaluate
+from sandbox_service.inductor.request import compile_with_inductor
 from sandbox_service.lane import Lane
-from sandbox_service.options import EvalOptions, InputSet, ValidateOptions
-from sandbox_service.results import EvalResult, Status, ValidationResult, ValidationStatus
+from sandbox_service.options import EvalOptions, InductorOptions, InputSet, ValidateOptions
+from sandbox_service.results import (
+    EvalResult, InductorResult, InductorStatus, Status, ValidationResult, ValidationStatus,
+)
 from sandbox_service.validation import validate
 from sandbox_service.verifier.llm_judge import Judge
 
@@ -91,6 +94,13 @@ def validation_job(reference_source: str, input_sets: tuple[InputSet, ...], opti
     return Job(
         work=lambda lane, cancel: validate(reference_source, input_sets, options, lane, cancel),
         failed=lambda error: ValidationResult(ValidationStatus.INFRA_ERROR, reason=error),
+    )
+
+
+def inductor_job(reference_source: str, options: InductorOptions) -> Job:
+    return Job(
+        work=lambda lane, cancel: compile_with_inductor(reference_source, options, lane, cancel),
+        failed=lambda error: InductorResult(InductorStatus.INFRA_ERROR, reason=error),
     )
 
 

@@ -1,5 +1,6 @@
 """The gRPC server: Sandbox service + standard health service, over the Scheduler.
 
+- Evaluate, Validate and Inductor run as jobs of the scheduler (see their comments in the .proto).
 - Evaluate: RESOURCE_EXHAUSTED when the queue is full; the call's deadline and cancellation reach the
   running evaluation (its children are killed).
 - EvaluateStream: requests are read only while the queue has room, so the stream is flow-controlled;
@@ -26,14 +27,16 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from sandbox_service import __version__
 from sandbox_service.convert import (
-    input_sets_from_pb, options_from_pb, result_to_pb, validate_options_from_pb, validation_to_pb,
+    inductor_options_from_pb, inductor_to_pb, input_sets_from_pb, options_from_pb, result_to_pb,
+    validate_options_from_pb, validation_to_pb,
 )
 from sandbox_service.devices import BackendInfo, resolve_backend
 from sandbox_service.options import EvalOptions
 from sandbox_service.results import EvalResult, Status
 from sandbox_service.verifier.llm_judge import JudgeConfig, OpenAIChatJudge
 from sandbox_service.scheduler import (
-    Job, QueueFull, Scheduler, SchedulerConfig, ShuttingDown, default_workers, evaluation_job, validation_job,
+    Job, QueueFull, Scheduler, SchedulerConfig, ShuttingDown, default_workers, evaluation_job, inductor_job,
+    validation_job,
 )
 from tritonrl.sandbox.v1 import sandbox_pb2 as pb
 from tritonrl.sandbox.v1 import sandbox_pb2_grpc as pb_grpc
@@ -92,6 +95,16 @@ class SandboxServicer(pb_grpc.SandboxServicer):
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
         result = self._run_unary(job, context)
         return pb.ValidateResponse(request_id=request.request_id, result=validation_to_pb(result))
+
+    def Inductor(self, request, context):
+        try:
+            if not request.reference_source.strip():
+                raise ValueError("reference_source is required")
+            job = inductor_job(request.reference_source, inductor_options_from_pb(request.options))
+        except ValueError as exc:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        result = self._run_unary(job, context)
+        return pb.InductorResponse(request_id=request.request_id, result=inductor_to_pb(result))
 
     def _run_unary(self, job: Job, context):
         remaining = context.time_remaining()

@@ -3,6 +3,7 @@
 Roles (each in its own fresh process, forked from the template):
 - candidate: one evaluation of untrusted code (`candidate_runner`), then the process is killed;
 - validator: one validation of a reference against itself (`validator`), then killed;
+- inductor: one reference compiled by TorchInductor into a standalone module (`inductor_runner`), then killed;
 - judge: long-lived, trusted code only: runs references and compares outputs (`judge`);
 - builder: long-lived, trusted: compiles Triton's C launchers into a content-addressed cache (`builder`).
 
@@ -78,6 +79,8 @@ def serve(role: str, backend: str, ctrl_fd: int, report_fd: int, threads: int) -
         from sandbox_service.worker import candidate_runner as runner
     elif role == "validator":
         from sandbox_service.worker import validator as runner
+    elif role == "inductor":
+        from sandbox_service.worker import inductor_runner as runner
     else:
         print(f"unknown role {role!r}", file=sys.stderr)
         return 2

@@ -54,6 +54,11 @@ class SandboxStub:
                 request_serializer=tritonrl_dot_sandbox_dot_v1_dot_sandbox__pb2.ValidateRequest.SerializeToString,
                 response_deserializer=tritonrl_dot_sandbox_dot_v1_dot_sandbox__pb2.ValidateResponse.FromString,
                 _registered_method=True)
+        self.Inductor = channel.unary_unary(
+                '/tritonrl.sandbox.v1.Sandbox/Inductor',
+                request_serializer=tritonrl_dot_sandbox_dot_v1_dot_sandbox__pb2.InductorRequest.SerializeToString,
+                response_deserializer=tritonrl_dot_sandbox_dot_v1_dot_sandbox__pb2.InductorResponse.FromString,
+                _registered_method=True)
 
 
 class SandboxServicer:
@@ -92,6 +97,16 @@ class SandboxServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Inductor(self, request, context):
+        """Compile a reference with TorchInductor (dynamic shapes, whole graph) and return Inductor's output as a
+        standalone ModelNew module: plain @triton.jit kernels with explicit grids and block sizes, no
+        torch._inductor imports, no extern kernels. Runs in a fresh process. The module is not verified:
+        evaluate it like any candidate. On the CPU the module avoids libdevice (the interpreter runs it).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SandboxServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -114,6 +129,11 @@ def add_SandboxServicer_to_server(servicer, server):
                     servicer.Validate,
                     request_deserializer=tritonrl_dot_sandbox_dot_v1_dot_sandbox__pb2.ValidateRequest.FromString,
                     response_serializer=tritonrl_dot_sandbox_dot_v1_dot_sandbox__pb2.ValidateResponse.SerializeToString,
+            ),
+            'Inductor': grpc.unary_unary_rpc_method_handler(
+                    servicer.Inductor,
+                    request_deserializer=tritonrl_dot_sandbox_dot_v1_dot_sandbox__pb2.InductorRequest.FromString,
+                    response_serializer=tritonrl_dot_sandbox_dot_v1_dot_sandbox__pb2.InductorResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -224,6 +244,33 @@ class Sandbox:
             '/tritonrl.sandbox.v1.Sandbox/Validate',
             tritonrl_dot_sandbox_dot_v1_dot_sandbox__pb2.ValidateRequest.SerializeToString,
             tritonrl_dot_sandbox_dot_v1_dot_sandbox__pb2.ValidateResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Inductor(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tritonrl.sandbox.v1.Sandbox/Inductor',
+            tritonrl_dot_sandbox_dot_v1_dot_sandbox__pb2.InductorRequest.SerializeToString,
+            tritonrl_dot_sandbox_dot_v1_dot_sandbox__pb2.InductorResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,82 @@
+"""The `Inductor` call on a lane: one reference compiled by TorchInductor in a fresh process of its own.
+
+Whatever goes wrong costs only that process: a hang is `timeout`, a crash or a memory blow-up is
+`failed` with its reason, a process that cannot start is `infra_error`. The module that comes back is
+text for the caller to verify like any candidate; nothing here runs it.
+"""
+
+from __future__ import annotations
+
+import secrets
+import shutil
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from sandbox_service.lane import INDUCTOR, Lane
+from sandbox_service.options import InductorOptions
+from sandbox_service.results import InductorResult, InductorStatus, truncate
+from sandbox_service.worker.conversation import Cancelled, Deadline, MessageStream
+from sandbox_service.worker.pool import READY_TIMEOUT_S
+from sandbox_service.worker.zygote import ChildStartError, wait_ready
+
+
+def compile_with_inductor(reference_source: str, options: InductorOptions, lane: Lane,
+                          cancel: threading.Event | None = None) -> InductorResult:
+    started = time.monotonic()
+    result = InductorResult(InductorStatus.INFRA_ERROR, backend=lane.backend)
+    job_dir = Path(tempfile.mkdtemp(prefix="tritonrl-inductor-", dir=lane.work_root))
+    child = None
+    try:
+        (job_dir / "reference.py").write_text(reference_source)
+        # Compiling runs the model once on the reference's inputs: an unknown reference may be large.
+        with lane.memory.reserve(lane.memory.total // 2 if lane.backend == "cuda" else 0):
+            child = lane.spawn(INDUCTOR)
+            wait_ready(child, READY_TIMEOUT_S)
+            child.watch_memory(options.memory_limit_mb)
+            _converse(child, job_dir, options, lane, cancel, result)
+            child.kill()
+    except ChildStartError as exc:
+        result.status, result.reason = InductorStatus.INFRA_ERROR, truncate(str(exc))
+    except Cancelled:
+        result.status, result.reason = InductorStatus.INFRA_ERROR, "cancelled: the caller went away"
+    finally:
+        if child is not None:
+            child.close()
+        shutil.rmtree(job_dir, ignore_errors=True)
+    result.duration_s = round(time.monotonic() - started, 4)
+    return result
+
+
+def _converse(child, job_dir: Path, options: InductorOptions, lane: Lane, cancel, result: InductorResult) -> None:
+    nonce = secrets.token_hex(16)
+    messages = MessageStream(child, nonce)
+    child.send({
+        "type": "job", "nonce": nonce, "backend": lane.backend, "reference_path": str(job_dir / "reference.py"),
+        "cache_dir": str(job_dir / "inductor-cache"), "seed": options.seed, "memory_limit_mb": options.memory_limit_mb,
+        "file_limit_mb": 4096, "cpu_limit_s": int(options.timeout_s * 2) + 30,
+    })
+    try:
+        message = messages.next(Deadline(lane.freezer, options.timeout_s), cancel)
+    except TimeoutError:
+        result.status, result.reason = InductorStatus.TIMEOUT, f"did not finish within {options.timeout_s:.0f} s"
+        return
+    kind = message["type"]
+    result.device = message.get("device", "")
+    result.torch_version = message.get("torch_version", "")
+    if kind == "module":
+        result.status, result.source = InductorStatus.OK, message["source"]
+        result.kernels, result.helpers = int(message["kernels"]), list(message["helpers"])
+    elif kind == "refused":
+        result.status = InductorStatus.UNAVAILABLE if message.get("unavailable") else InductorStatus.FAILED
+        result.reason = truncate(message.get("reason", ""), 1500)
+    else:  # exited, garbled, internal_error
+        child.kill()
+        if child.memory_exceeded:
+            reason = f"exceeds the memory limit of {options.memory_limit_mb} MB"
+        elif kind == "internal_error":
+            reason = "inductor process error: " + truncate(message.get("error", ""), 1500)
+        else:
+            reason = f"the inductor process {child.describe_exit()}: {child.output()[-1000:]}"
+        result.status, result.reason = InductorStatus.FAILED, reason
