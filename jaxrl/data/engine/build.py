@@ -3,7 +3,7 @@
 Per shard (`shards.py`): generate `chunk_size` tasks -> drop KernelBench twins (`kernelbench_corpus`)
 and repeats of earlier tasks -> assign splits -> validate every reference in the sandbox -> verify the
 teacher pair of every validated train task (correctness only, strict policy, on the task's input sets
-too) -> on a GPU with `inductor`, ask TorchInductor for a module where the template is missing or
+too) -> with `inductor`, ask TorchInductor (in the sandbox) for a module where the template is missing or
 failed and verify it the same way -> count the tokens of each verified pair -> write the shard's
 outcomes. Shards are built in order until the verified pairs within `max_tokens` and the validated tasks
 reach the targets (or the generation budget is spent). The outputs are then the first `sft_pairs` pairs
@@ -45,7 +45,7 @@ from jaxrl.data.engine.stats import BuildStats, compute_stats
 from jaxrl.data.engine.tasks import GeneratedTask, TeacherSolution
 from jaxrl.data.engine.tokens import TokenCounter
 from jaxrl.data.engine.writing import commit, json_text, jsonl_text
-from sandbox_service.options import CandidateFormat, EvalOptions, Policy, ValidateOptions
+from sandbox_service.options import CandidateFormat, EvalOptions, InductorOptions, Policy, ValidateOptions
 from sandbox_service.results import EvalResult
 
 log = logging.getLogger(__name__)
@@ -58,7 +58,7 @@ _REASON_CHARS = 300
 @dataclasses.dataclass(frozen=True)
 class BuildSettings:
     """The `data` section plus what the build takes from `sandbox`; gpu: the sandbox runs CUDA (it times
-    references and has Inductor), as opposed to the CPU interpreter."""
+    references), as opposed to the CPU interpreter."""
 
     data: DataSection
     trials: int = 5
@@ -78,7 +78,10 @@ class BuildSettings:
 
     @property
     def use_inductor(self) -> bool:
-        return self.data.inductor and self.gpu
+        return self.data.inductor
+
+    def inductor_options(self) -> InductorOptions:
+        return InductorOptions(timeout_s=max(self.timeout_s, 300.0))
 
     def validate_options(self) -> ValidateOptions:
         return ValidateOptions(seeds=self.data.validate_seeds, time=self.gpu,
@@ -273,7 +276,8 @@ class _ShardBuilder:
                   attempts: dict[int, list[PairAttempt]], verified: dict[int, tuple[TeacherSolution, EvalResult]]
                   ) -> None:
         modules = {}
-        for i, result in zip(indices, stages.inductor(self.client, [tasks[i] for i in indices])):
+        for i, result in zip(indices, stages.inductor(self.client, [tasks[i] for i in indices],
+                                                      self.settings.inductor_options())):
             if status_name(result.status) == "ok" and result.source.strip():
                 modules[i] = inductor_solution(tasks[i], result)
             else:
@@ -392,7 +396,7 @@ def _split_text(data: DataSection) -> str:
 
 
 def _verification_text(settings: BuildSettings) -> str:
-    inductor = "on" if settings.use_inductor else ("off (needs a GPU sandbox)" if settings.data.inductor else "off")
+    inductor = "on" if settings.use_inductor else "off"
     return (f"the SFT completion text through the sandbox, strict policy, correctness only, {settings.trials} "
             f"trial(s), on the task's own inputs and each input set; Inductor modules: {inductor}")
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from jaxrl.config.loader import dump_config
 from jaxrl.config.schema import Config, ConfigError
-from jaxrl.data.engine.api import EngineUnavailable, default_engine
+from jaxrl.data.engine.api import default_engine
 from jaxrl.data.engine.build import BuildSettings, build, resolve_splits
 from jaxrl.data.engine.kernelbench_corpus import load_corpus
 from jaxrl.data.engine.tokens import load_token_counter
@@ -43,9 +43,6 @@ def run(config: Config, progress: bool = True) -> int:
         settings = BuildSettings.from_config(config, gpu=backend == "cuda")
         if d.scale == "full" and not settings.gpu:
             log.warning("data.scale=full on the %s backend: full-size references are slow without a GPU", backend)
-        if settings.use_inductor and not callable(getattr(client, "inductor", None)):
-            raise EngineUnavailable("data.inductor=true needs SandboxClient.inductor, which is not in this checkout "
-                                    "yet; run with data.inductor=false")
         result = build(settings, run_dir, client, engine, tokens, corpus, progress=progress)
     finally:
         client.close()

@@ -165,9 +165,10 @@ class MatMul:
 
 @dataclasses.dataclass(frozen=True)
 class Reduce:
-    """sum/mean/max/min/argmax/argmin/norm/logsumexp over `dim` (None: over everything, a 0-d result)."""
+    """sum/mean/max/min/argmax/argmin/norm/logsumexp/var/std over `dim` (None: over everything, a 0-d
+    result). var and std (unbiased) have no teacher template: their pairs come from Inductor."""
 
-    kind: Literal["sum", "mean", "max", "min", "argmax", "argmin", "norm", "logsumexp"]
+    kind: Literal["sum", "mean", "max", "min", "argmax", "argmin", "norm", "logsumexp", "var", "std"]
     dim: Scalar | None
     keepdim: bool = False
 
@@ -195,7 +196,9 @@ class Norm:
 
 @dataclasses.dataclass(frozen=True)
 class Scan:
-    kind: Literal["cumsum", "cumprod", "cummax"]
+    """A scan along `dim`; logcumsumexp and cummin have no teacher template (their pairs come from Inductor)."""
+
+    kind: Literal["cumsum", "cumprod", "cummax", "cummin", "logcumsumexp"]
     dim: Scalar
 
 

@@ -200,6 +200,8 @@ class _Writer:
             "norm": ["torch.norm({x}, p=2, dim={d}{k})", "torch.linalg.vector_norm({x}, dim={d}{k})",
                      "{x}.norm(dim={d}{k})", "torch.linalg.norm({x}, dim={d}{k})"],
             "logsumexp": ["torch.logsumexp({x}, dim={d}{k})", "{x}.logsumexp({d}{k})"],
+            "var": ["torch.var({x}, dim={d}{k})", "{x}.var(dim={d}{k})", "{x}.var({d}{k})"],
+            "std": ["torch.std({x}, dim={d}{k})", "{x}.std(dim={d}{k})", "{x}.std({d}{k})"],
         }
         return self.fn(self.choice(forms[stage.kind]), x, d=d, k=keep)
 
@@ -235,6 +237,8 @@ class _Writer:
             "cumsum": ["torch.cumsum({x}, dim={d})", "{x}.cumsum({d})", "{x}.cumsum(dim={d})"],
             "cumprod": ["torch.cumprod({x}, dim={d})", "{x}.cumprod({d})", "{x}.cumprod(dim={d})"],
             "cummax": ["torch.cummax({x}, dim={d})[0]", "torch.cummax({x}, dim={d}).values", "{x}.cummax({d}).values"],
+            "cummin": ["torch.cummin({x}, dim={d})[0]", "torch.cummin({x}, dim={d}).values", "{x}.cummin({d}).values"],
+            "logcumsumexp": ["torch.logcumsumexp({x}, dim={d})", "{x}.logcumsumexp({d})", "{x}.logcumsumexp(dim={d})"],
         }
         return self.fn(self.choice(forms[stage.kind]), x, d=d)
 

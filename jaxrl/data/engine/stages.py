@@ -21,10 +21,10 @@ from typing import TypeVar
 from tqdm import tqdm
 
 from jaxrl.data.engine.rows import answer_text
-from jaxrl.data.engine.sandbox_api import BuildClient, InductorResult, status_name
+from jaxrl.data.engine.sandbox_api import BuildClient, status_name
 from jaxrl.data.engine.tasks import GeneratedTask, TeacherSolution
-from sandbox_service.options import EvalOptions, ValidateOptions
-from sandbox_service.results import EvalResult, ValidationResult
+from sandbox_service.options import EvalOptions, InductorOptions, ValidateOptions
+from sandbox_service.results import EvalResult, InductorResult, ValidationResult
 
 Item = TypeVar("Item")
 Result = TypeVar("Result")
@@ -104,9 +104,10 @@ class StageRunner:
         return self.run(stage, pairs, call, lambda r: status_name(r.status) == INFRA,
                         lambda p: f"the {p[1].origin} pair of task {p[0].task_id}")
 
-    def inductor(self, client: BuildClient, tasks: Sequence[GeneratedTask]) -> list[InductorResult]:
-        return self.run("inductor", tasks, lambda t: client.inductor(t.code), lambda r: False,
-                        lambda t: f"task {t.task_id}")
+    def inductor(self, client: BuildClient, tasks: Sequence[GeneratedTask],
+                 options: InductorOptions) -> list[InductorResult]:
+        return self.run("inductor", tasks, lambda t: client.inductor(t.code, options),
+                        lambda r: status_name(r.status) == INFRA, lambda t: f"task {t.task_id}")
 
 
 def _reason(result: object) -> str:

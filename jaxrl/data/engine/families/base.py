@@ -19,7 +19,7 @@ from jaxrl.data.engine.ir import Program
 from jaxrl.data.engine.render import render_reference
 from jaxrl.data.engine.tasks import DIFFICULTIES, GeneratedTask
 from jaxrl.data.engine.families.sizes import check_scale, max_numel
-from jaxrl.data.engine.teacher import write_solution
+from jaxrl.data.engine.teacher import UNTEMPLATED_OPS, NoTemplate, write_solution
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +33,7 @@ class FamilyInfo:
     difficulties: tuple[str, ...]  # the difficulty tags its tasks can carry
     composition: bool
     ops: tuple[str, ...]  # single-op families: the exact signature; compositions: every operator they may use
+    templated: bool = True  # the teacher writes its solutions (else the build asks Inductor)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,8 +66,13 @@ class Family(abc.ABC):
         """The signature a recipe produces (single-op families: their own)."""
         return self.ops
 
+    @property
+    def templated(self) -> bool:
+        """Whether the teacher has a template for this family's operators."""
+        return not any(op in UNTEMPLATED_OPS for op in self.ops)
+
     def info(self) -> FamilyInfo:
-        return FamilyInfo(self.name, self.category, self.difficulties, self.composition, self.ops)
+        return FamilyInfo(self.name, self.category, self.difficulties, self.composition, self.ops, self.templated)
 
     def generate(self, rng: random.Random, scale: str, task_id: str | None = None,
                  recipe: Recipe | None = None) -> GeneratedTask:
@@ -80,6 +86,8 @@ class Family(abc.ABC):
         teacher_error = None
         try:
             solution = write_solution(program, reference, scale)
+        except NoTemplate:  # by design: the build asks Inductor (data.inductor)
+            solution = None
         except Exception as exc:  # a teacher bug costs this pair only; the build reports it
             solution, teacher_error = None, f"{type(exc).__name__}: {exc}"
             log.warning("the teacher wrote no solution for %s: %s", task_id or self.name, teacher_error)

@@ -1,6 +1,7 @@
-"""Reductions over one axis: sum, mean, max, min, argmax, argmin, L2 norm, logsumexp; and the scans
-(cumsum, cumprod, cummax). The axis is the last one about half the time (a row kernel) and another one
-otherwise (a strided kernel)."""
+"""Reductions over one axis: sum, mean, max, min, argmax, argmin, L2 norm, logsumexp, variance, standard
+deviation; and the scans (cumsum, cumprod, cummax, cummin, logcumsumexp). The axis is the last one about
+half the time (a row kernel) and another one otherwise (a strided kernel). Variance, standard deviation,
+cummin and logcumsumexp have no teacher template: the data engine asks TorchInductor for their solutions."""
 
 from __future__ import annotations
 
@@ -15,11 +16,12 @@ from jaxrl.data.engine.ir import Distribution, Normal, Reduce, Scalar, Scan, Uni
 
 REDUCE_KINDS = {
     "sum_reduce": "sum", "mean_reduce": "mean", "max_reduce": "max", "min_reduce": "min", "argmax": "argmax",
-    "argmin": "argmin", "l2_norm": "norm", "logsumexp": "logsumexp",
+    "argmin": "argmin", "l2_norm": "norm", "logsumexp": "logsumexp", "var_reduce": "var", "std_reduce": "std",
 }
 REDUCE_WORDS = {"sum": "sums", "mean": "averages", "max": "takes the maximum", "min": "takes the minimum",
                 "argmax": "finds the index of the maximum", "argmin": "finds the index of the minimum",
-                "norm": "computes the L2 norm", "logsumexp": "computes the log-sum-exp"}
+                "norm": "computes the L2 norm", "logsumexp": "computes the log-sum-exp",
+                "var": "computes the variance", "std": "computes the standard deviation"}
 DIM_NAMES = ("dim", "reduce_dim", "axis", "reduction_dim")
 
 
@@ -65,14 +67,19 @@ class ReductionFamily(Family):
         # A shift constant along the reduced axis makes results differ between positions (a mean of many
         # standard normals alone is ~0 everywhere: any constant would pass).
         shifted = self.kind in ("mean", "max", "min", "logsumexp")
-        primary(b, dims, Normal(std=round(rng.uniform(0.5, 2.0), 2), shift_axis=axis if shifted else None))
+        # The spread of long rows is about the same at every position: jitter makes it differ between calls.
+        spread = self.kind in ("var", "std")
+        primary(b, dims, Normal(std=round(rng.uniform(0.5, 2.0), 2), shift_axis=axis if shifted else None,
+                                jitter=spread))
         keepdim = rng.random() < 0.3
         b.stage(Reduce(self.kind, axis_value(b, axis, rank), keepdim))
         what = f"{REDUCE_WORDS[self.kind]} over dimension {axis}" + (" (keepdim)" if keepdim else "")
         return Draw(b.build(what), "medium" if last else "hard", {"axis": axis, "keepdim": keepdim})
 
 
-SCAN_WORDS = {"cumsum": "cumulative sum", "cumprod": "cumulative product", "cummax": "running maximum"}
+SCAN_WORDS = {"cumsum": "cumulative sum", "cumprod": "cumulative product", "cummax": "running maximum",
+              "cummin": "running minimum", "logcumsumexp": "running log-sum-exp"}
+SCAN_KINDS = ("cumsum", "cumprod", "cummax", "cummin", "logcumsumexp")
 
 
 @dataclasses.dataclass
@@ -83,7 +90,7 @@ class ScanFamily(SingleOpFamily):
 
     def draw(self, rng: random.Random, scale: str, recipe: Recipe | None = None) -> Draw:
         # Long fp16 prefix sums and products lose too much precision in the reference itself.
-        dtype = pick_dtype(rng, scale) if self.op == "cummax" else (
+        dtype = pick_dtype(rng, scale) if self.op in ("cummax", "cummin") else (
             rng.choice(["float32", "float16"]) if scale == "cpu" else "float32")
         b = Builder(rng, dtype)
         rank = rng.choice([2, 2, 3])
@@ -98,4 +105,4 @@ class ScanFamily(SingleOpFamily):
 
 
 def reduction_families() -> list[Family]:
-    return [ReductionFamily(name) for name in REDUCE_KINDS] + [ScanFamily(k) for k in ("cumsum", "cumprod", "cummax")]
+    return [ReductionFamily(name) for name in REDUCE_KINDS] + [ScanFamily(k) for k in SCAN_KINDS]

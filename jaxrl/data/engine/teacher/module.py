@@ -118,7 +118,19 @@ def plan_paragraph(program: Program, codes: list[GroupCode], kernels: int, compu
     return " ".join(sentences[:5])
 
 
+class NoTemplate(Exception):
+    """The teacher has no template for one of the program's operators (by design, not a bug): the data
+    engine asks TorchInductor for the solution instead."""
+
+
+UNTEMPLATED = {Reduce: ("var", "std"), Scan: ("cummin", "logcumsumexp")}
+UNTEMPLATED_OPS = frozenset(kind for kinds in UNTEMPLATED.values() for kind in kinds)
+
+
 def write_solution(program: Program, reference: Reference, scale: str) -> TeacherSolution:
+    missing = sorted({s.kind for s in program.stages if getattr(s, "kind", None) in UNTEMPLATED.get(type(s), ())})
+    if missing:
+        raise NoTemplate(f"no teacher template for {', '.join(missing)}")
     em = Emitter(program, scale)
     for tensor in program.inputs:
         em.line(f"{tensor.name} = {tensor.name}.contiguous()")

@@ -22,11 +22,12 @@ from jaxrl.config.schema import DataSection
 from jaxrl.data.engine.api import Engine
 from jaxrl.data.engine.build import BuildResult, BuildSettings, build
 from jaxrl.data.engine.kernelbench_corpus import Corpus
-from jaxrl.data.engine.sandbox_api import InductorResult
 from jaxrl.data.engine.tasks import GeneratedTask, TeacherSolution
 from jaxrl.data.kernelbench import Problem
-from sandbox_service.options import EvalOptions, InputSet, ValidateOptions
-from sandbox_service.results import EvalResult, InputSetReport, Status, ValidationResult, ValidationStatus
+from sandbox_service.options import EvalOptions, InductorOptions, InputSet, ValidateOptions
+from sandbox_service.results import (
+    EvalResult, InductorResult, InductorStatus, InputSetReport, Status, ValidationResult, ValidationStatus,
+)
 
 FAMILIES = ("relu", "rowsum", "softmax", "broken", "flaky", "gelu", "tanh", "twin")
 SPLITS = {"gelu": "heldout", "tanh": "val"}
@@ -144,7 +145,7 @@ class FakeClient:
 
     fail_on_call: raise Interrupt on the n-th call (validate or evaluate, counted from 1).
     infra_always: references containing this text get infra_error every time.
-    with_inductor: Inductor answers with a module (except for rowsum: failed), as on a GPU; else unavailable.
+    with_inductor: Inductor answers with a module (except for rowsum: failed); else unavailable.
     """
 
     def __init__(self, fail_on_call: int | None = None, infra_always: str | None = None,
@@ -187,12 +188,12 @@ class FakeClient:
         return EvalResult(Status.OK, correct=True, valid=True, compiled=True, trials=2, trials_passed=2,
                           max_abs_error=0.0, backend="fake", device="cpu")
 
-    def inductor(self, reference: str, timeout_s: float = 600.0) -> InductorResult:
+    def inductor(self, reference: str, options: InductorOptions | None = None) -> InductorResult:
         if not self.with_inductor:
-            return InductorResult("unavailable", reason="no Inductor in the fake")
+            return InductorResult(InductorStatus.UNAVAILABLE, reason="no Inductor in the fake")
         if "rowsum" in reference:
-            return InductorResult("failed", reason="lowering failed: aten.sum")
-        return InductorResult("ok", source="# ModelNew from Inductor", kernels=1)
+            return InductorResult(InductorStatus.FAILED, reason="lowering failed: aten.sum")
+        return InductorResult(InductorStatus.OK, source="# ModelNew from Inductor", kernels=1)
 
 
 def settings(gpu: bool = False, concurrency: int = 4, **data) -> BuildSettings:

@@ -52,7 +52,10 @@ def test_tasks_go_round_robin_over_families_with_stable_unique_ids():
 
 def test_every_task_carries_a_solution_input_sets_and_its_parameters():
     for task in generate_tasks(seed=2, count=len(FAMILIES), scale="full"):
-        assert task.solution is not None and "class ModelNew" in task.solution.code and task.solution.plan
+        if FAMILIES[task.family].templated:
+            assert task.solution is not None and "class ModelNew" in task.solution.code and task.solution.plan
+        else:  # by design: Inductor writes these (not a teacher failure)
+            assert task.solution is None and task.teacher_error is None
         assert 2 <= len(task.input_sets) <= 3
         assert task.params["dtype"] == task.dtype
         for name, shape in task.params["shapes"].items():
@@ -73,6 +76,8 @@ def test_list_families_covers_the_categories_with_at_least_30_single_op_families
     for info in infos:
         assert info.ops and set(info.difficulties) <= {"easy", "medium", "hard"}
     assert {i.name for i in infos if i.composition} >= {"gemm_epilogue", "norm_activation", "elementwise_chain"}
+    # the compiler path's families: the teacher has no template, the build asks Inductor
+    assert {i.name for i in infos if not i.templated} == {"var_reduce", "std_reduce", "cummin", "logcumsumexp"}
 
 
 def test_bad_arguments_are_clear_errors():
