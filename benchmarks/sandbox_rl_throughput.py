@@ -56,10 +56,11 @@ def import_floor_s(runs: int = 3) -> float:
 class Server:
     """`python -m sandbox_service serve` from a given checkout, on a free port; stopped on exit."""
 
-    def __init__(self, root: Path, backend: str, workers: int, extra: list[str] = ()):
+    def __init__(self, root: Path, backend: str, workers: int, extra: list[str] = (), env_extra: dict | None = None):
         self.dir = Path(tempfile.mkdtemp(prefix="tritonrl-bench-server-"))
         ready = self.dir / "ready.json"
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(root), os.environ.get("PYTHONPATH", "")) if p)}
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(root), os.environ.get("PYTHONPATH", "")) if p),
+               **(env_extra or {})}
         command = [sys.executable, "-m", "sandbox_service", "serve", "--host", "127.0.0.1", "--port", "0",
                    "--backend", backend, "--workers", str(workers), "--queue", "1024", "--ready-file", str(ready),
                    "--exit-on-stdin-eof", *extra]
@@ -145,6 +146,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 2)
     parser.add_argument("--also-workers", default="", help="comma-separated other worker counts to measure the "
                                                              "new server at (reported as new@N)")
+    parser.add_argument("--variant", action="append", default=[],
+                        help="NAME:VAR=VALUE[,VAR=VALUE]: the new server again with these environment variables "
+                             "(e.g. conn8:TRITONRL_CUDA_MAX_CONNECTIONS=0), reported as NAME")
     parser.add_argument("--repeats", type=int, default=5, help="times each of the 20 candidates is submitted")
     parser.add_argument("--phases", default="timed,untimed", help="comma-separated: timed, untimed")
     parser.add_argument("--baseline-root", type=Path, help="a checkout whose sandbox_service is the baseline")
@@ -161,12 +165,15 @@ def main(argv: list[str] | None = None) -> int:
         report["floor_per_minute"] = round(60 * (os.cpu_count() or 1) / floor, 1)
         print(f"floor: a fresh python + torch + triton import takes {floor:.2f} s -> at most "
               f"{report['floor_per_minute']} evaluations/min on {os.cpu_count()} cores for a process-per-evaluation design")
-    servers = [("new", REPO_ROOT, args.workers)]
-    servers += [(f"new@{n}", REPO_ROOT, int(n)) for n in args.also_workers.split(",") if n]
+    servers = [("new", REPO_ROOT, args.workers, {})]
+    servers += [(f"new@{n}", REPO_ROOT, int(n), {}) for n in args.also_workers.split(",") if n]
+    for variant in args.variant:
+        name, _, assignments = variant.partition(":")
+        servers.append((name, REPO_ROOT, args.workers, dict(a.split("=", 1) for a in assignments.split(",") if a)))
     if args.baseline_root:
-        servers.append(("baseline", args.baseline_root.resolve(), args.baseline_workers or args.workers))
-    for label, root, workers in servers:
-        server = Server(root, args.backend, workers)
+        servers.append(("baseline", args.baseline_root.resolve(), args.baseline_workers or args.workers, {}))
+    for label, root, workers, env_extra in servers:
+        server = Server(root, args.backend, workers, env_extra=env_extra)
         try:
             report[label] = measure(label, server.address, args.size, args.repeats, phases, 4 * workers,
                                     args.time_budget)
@@ -176,6 +183,9 @@ def main(argv: list[str] | None = None) -> int:
     for phase in phases:
         new = report["new"][phase]["per_minute"]
         line = f"{phase}: new {new}/min"
+        for label, *_ in servers[1:]:
+            if label != "baseline":
+                line += f", {label} {report[label][phase]['per_minute']}/min"
         if "baseline" in report:
             old = report["baseline"][phase]["per_minute"]
             report[f"ratio_{phase}"] = round(new / old, 2)

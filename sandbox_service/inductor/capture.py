@@ -31,7 +31,6 @@ def configure(device: torch.device, cache_dir: Path) -> None:
     """Inductor settings for one capture: private caches, no worker pool, no CUDA graphs or partitions,
     no size variable shared between dimensions."""
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(cache_dir)
-    import torch._dynamo.config as dynamo_config
     import torch._inductor.config as inductor_config
 
     settings = {"compile_threads": 1, "fx_graph_cache": False, "fx_graph_remote_cache": False,

@@ -24,6 +24,14 @@ from sandbox_service.worker import protocol
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 
 # Variables a child may inherit; everything else (API keys, tokens, proxies) is dropped.
+# Hardware work queues per CUDA context. Every candidate gets a fresh process, so contexts are made and torn
+# down all the time, and with the driver's default of 8 queues the driver managed about 4.8 contexts a
+# second for a whole H100 (16 at once); with 1 it managed 13.1 (benchmarks/cuda_context_churn.py). One
+# queue serialises work on different streams of a process: KernelBench references and candidates run on
+# one stream, and side-stream work is still waited for and caught as before. The server's
+# TRITONRL_CUDA_MAX_CONNECTIONS overrides it (0: the driver's default).
+CUDA_CONNECTIONS = "1"
+CUDA_CONNECTIONS_ENV = "TRITONRL_CUDA_MAX_CONNECTIONS"
 _INHERITED_ENV = (
     "LD_LIBRARY_PATH",
     "CUDA_HOME",
@@ -124,6 +132,10 @@ def base_environment(backend: str, gpu: int | None, private_dir: Path, cpu_threa
     )
     if backend == "interpreter":
         env["TRITON_INTERPRET"] = "1"
+    elif backend == "cuda":
+        connections = os.environ.get(CUDA_CONNECTIONS_ENV, CUDA_CONNECTIONS)
+        if connections != "0":
+            env["CUDA_DEVICE_MAX_CONNECTIONS"] = connections
     return env
 
 

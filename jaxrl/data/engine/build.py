@@ -23,8 +23,10 @@ import dataclasses
 import hashlib
 import logging
 import sys
+import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -220,12 +222,17 @@ class _ShardBuilder:
         for i in train:
             if tasks[i].teacher_error:
                 attempts[i].append(PairAttempt(TEMPLATE, "teacher_error", _short(tasks[i].teacher_error)))
-        with timer("verify"):
-            self._verify(stages, tasks, templated, {i: tasks[i].solution for i in templated}, attempts, verified,
-                         "verify")
+        # Tasks without a solution go to Inductor at once, beside the verification of the templates (compiling
+        # takes tens of seconds a task on a GPU); failed templates go after it. The two touch different tasks.
+        without = [i for i in train if tasks[i].solution is None] if self.settings.use_inductor else []
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="data-inductor") as side:
+            early = side.submit(self._inductor, stages, tasks, without, attempts, verified, timer)
+            with timer("verify"):
+                self._verify(stages, tasks, templated, {i: tasks[i].solution for i in templated}, attempts,
+                             verified, "verify")
+            early.result()
         if self.settings.use_inductor:
-            with timer("inductor"):
-                self._inductor(stages, tasks, [i for i in train if i not in verified], attempts, verified)
+            self._inductor(stages, tasks, [i for i in templated if i not in verified], attempts, verified, timer)
         rows: dict[int, dict[str, Any]] = {}
         with timer("tokenize"):
             for i, (solution, verdict) in sorted(verified.items()):
@@ -273,8 +280,16 @@ class _ShardBuilder:
                 verified[i] = (solutions[i], result)
 
     def _inductor(self, stages: StageRunner, tasks: list[GeneratedTask], indices: list[int],
-                  attempts: dict[int, list[PairAttempt]], verified: dict[int, tuple[TeacherSolution, EvalResult]]
-                  ) -> None:
+                  attempts: dict[int, list[PairAttempt]], verified: dict[int, tuple[TeacherSolution, EvalResult]],
+                  timer: _Timer) -> None:
+        if not indices:
+            return
+        with timer("inductor"):
+            self._inductor_modules(stages, tasks, indices, attempts, verified)
+
+    def _inductor_modules(self, stages: StageRunner, tasks: list[GeneratedTask], indices: list[int],
+                          attempts: dict[int, list[PairAttempt]],
+                          verified: dict[int, tuple[TeacherSolution, EvalResult]]) -> None:
         modules = {}
         for i, result in zip(indices, stages.inductor(self.client, [tasks[i] for i in indices],
                                                       self.settings.inductor_options())):
@@ -428,8 +443,11 @@ def _quantiles(values: list[float | None]) -> dict[str, float] | None:
 
 
 class _Timer:
+    """Seconds per stage; stages that overlap (verify and inductor) each count their own wall time."""
+
     def __init__(self):
         self.seconds: dict[str, float] = {}
+        self._lock = threading.Lock()
 
     @contextlib.contextmanager
     def __call__(self, stage: str) -> Iterator[None]:
@@ -437,4 +455,5 @@ class _Timer:
         try:
             yield
         finally:
-            self.seconds[stage] = self.seconds.get(stage, 0.0) + time.perf_counter() - t0
+            with self._lock:
+                self.seconds[stage] = self.seconds.get(stage, 0.0) + time.perf_counter() - t0
