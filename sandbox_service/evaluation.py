@@ -25,7 +25,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from sandbox_service.lane import Lane
+from sandbox_service.lane import Lane, reference_key
 from sandbox_service.options import EvalOptions, InputSet
 from sandbox_service.results import EvalResult, LayerResult, Outcome, Status, TimingStats, Violation, truncate
 from sandbox_service.verifier.format import check_format
@@ -70,6 +70,7 @@ class ProblemRef:
     """What the judge needs to know a task by: its sources and the trial protocol."""
 
     key: str
+    reference: str  # lane.reference_key: the reference and its input sets alone
     reference_path: str
     input_sets: tuple[dict, ...]
     seed: int
@@ -85,7 +86,8 @@ class ProblemRef:
         identity = json.dumps([reference_source, sets, options.seed, options.trials, tolerances,
                                options.degenerate_rel_l2], sort_keys=True)
         key = hashlib.sha256(identity.encode()).hexdigest()
-        return cls(key, str(reference_path), sets, options.seed, options.trials, tolerances, options.degenerate_rel_l2)
+        return cls(key, reference_key(reference_source, input_sets), str(reference_path), sets, options.seed,
+                   options.trials, tolerances, options.degenerate_rel_l2)
 
     def prepare_request(self) -> dict:
         return {"op": "prepare", "key": self.key, "reference_path": self.reference_path, "input_sets": list(self.input_sets),
@@ -161,7 +163,8 @@ class JudgeLink:
     def _prepare_once(self, reserve: bool) -> dict:
         for attempt in range(2):
             try:
-                with self.lane.memory.reserve(self.lane.prepare_bytes(self.problem.key) if reserve else 0):
+                reservation = self.lane.prepare_bytes(self.problem.key, self.problem.reference) if reserve else 0
+                with self.lane.memory.reserve(reservation):
                     answer = self._call(self.problem.prepare_request(), self.options.timeout_s)
                 break
             except ServiceFailure as exc:

@@ -14,11 +14,14 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 import logging
 import threading
+from collections.abc import Sequence
 from concurrent.futures import Future
 from pathlib import Path
 
+from sandbox_service.options import InputSet
 from sandbox_service.verifier.llm_judge import Judge as LLMJudge
 from sandbox_service.worker.pool import CandidatePool, Freezer, MemoryBudget, TimingGate
 from sandbox_service.worker.process import Child, ChildSpec
@@ -49,6 +52,12 @@ class LaneConfig:
     llm_judge: LLMJudge | None = None
 
 
+def reference_key(reference_source: str, input_sets: Sequence[InputSet]) -> str:
+    """A reference with its input sets, whatever the evaluation options: what its sizes depend on."""
+    identity = json.dumps([reference_source, [s.to_dict() for s in input_sets]], sort_keys=True)
+    return hashlib.sha256(identity.encode()).hexdigest()
+
+
 class Lane:
     def __init__(self, config: LaneConfig):
         self.config = config
@@ -77,6 +86,7 @@ class Lane:
                 ChildSpec(BUILDER, config.backend, config.gpu, config.work_root),
                 env_extra={"TRITONRL_TRUSTED_BUILDS": str(self._trusted_builds)}))
         self.problem_sizes: dict[str, tuple[int, int]] = {}  # task key -> (input, output) bytes per trial
+        self.reference_sizes: dict[str, tuple[int, int]] = {}  # reference_key -> the same, measured by a validation
         self._builds: dict[str, Future] = {}
         self._builds_lock = threading.Lock()
         self.candidates = CandidatePool(lambda: self.spawn(CANDIDATE), config.warm)
@@ -140,12 +150,14 @@ class Lane:
                     self._builds.pop(key, None)
         return path
 
-    def prepare_bytes(self, key: str) -> int:
-        """GPU memory to hold while the judge prepares a task: its estimate once known; a first preparation
-        of an unknown task takes half the budget (a full-size KernelBench problem can use tens of GB)."""
+    def prepare_bytes(self, key: str, reference: str | None = None) -> int:
+        """GPU memory to hold while the judge prepares a task: its estimate once known (from an earlier
+        preparation of the task, or a validation of its reference: a data build validates every reference
+        before it verifies a pair of it); a first preparation of an unknown task takes half the budget (a
+        full-size KernelBench problem can use tens of GB)."""
         if self.backend != "cuda":
             return 0
-        sizes = self.problem_sizes.get(key)
+        sizes = self.problem_sizes.get(key) or self.reference_sizes.get(reference or "")
         return self.memory.total // 2 if sizes is None else self.estimate_bytes(*sizes)
 
     def estimate_bytes(self, input_bytes: int, output_bytes: int) -> int:

@@ -16,7 +16,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from sandbox_service.lane import VALIDATOR, Lane
+from sandbox_service.lane import VALIDATOR, Lane, reference_key
 from sandbox_service.options import InputSet, ValidateOptions
 from sandbox_service.results import InputSetReport, TimingStats, ValidationResult, ValidationStatus, truncate
 from sandbox_service.worker.conversation import Cancelled, Deadline, MessageStream
@@ -44,6 +44,9 @@ def validate(
             child.watch_memory(options.memory_limit_mb)
             _converse(child, job_dir, input_sets, options, lane, cancel, result)
             child.kill()  # its GPU memory is free again before the reservation ends
+        if result.ok:  # evaluations of this reference need not reserve half the GPU for it
+            lane.reference_sizes[reference_key(reference_source, input_sets)] = (
+                max(r.input_bytes for r in result.input_sets), max(r.output_bytes for r in result.input_sets))
     except ChildStartError as exc:
         result.status, result.reason = ValidationStatus.INFRA_ERROR, truncate(str(exc))
     except Cancelled:

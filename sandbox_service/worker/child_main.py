@@ -44,7 +44,9 @@ def prepare_template(backend: str) -> list[str]:
     monitor needs it); a forked child inherits all of it. Each step only saves time, so one that fails
     (another Triton version, say) is reported and skipped. `TRITONRL_TEMPLATE_WARMUP=none` skips all.
     """
-    from sandbox_service.worker import builder, candidate_runner, harness, judge, validator  # noqa: F401 - once, here
+    from sandbox_service.worker import (  # noqa: F401 - once, here
+        builder, candidate_runner, harness, inductor_runner, judge, validator,
+    )
 
     return harness.prepare_template(backend, os.environ.get(TEMPLATE_WARMUP_ENV, "all"))
 
