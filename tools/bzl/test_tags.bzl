@@ -3,6 +3,7 @@
 TEST_TAGS = {
     "tests/benchmarks/test_train_throughput.py": ["slow"],
     "tests/jaxrl/checkpoint/test_gguf.py": ["slow"],
+    "tests/jaxrl/data/engine/test_build_sandbox.py": ["slow"],
     "tests/jaxrl/data/engine/test_teacher.py": ["slow"],
     "tests/jaxrl/data/engine/test_teacher_gpu.py": ["gpu"],
     "tests/jaxrl/evaluation/test_runner.py": ["slow"],
@@ -19,5 +20,7 @@ TEST_TAGS = {
     "tests/jaxrl/training/test_multiprocess.py": ["slow"],
     "tests/jaxrl/training/test_sft_gpu.py": ["gpu"],
     "tests/jaxrl/training/test_sft_main.py": ["slow"],
+    "tests/sandbox_service/inductor/test_inductor_call.py": ["slow"],
+    "tests/sandbox_service/inductor/test_inductor_gpu.py": ["gpu"],
     "tests/sandbox_service/test_gpu.py": ["gpu"],
 }

@@ -3,18 +3,21 @@
 References are validated and teacher pairs verified by the real sandbox, on each task's input sets too:
 a ReLU and a row sum with correct Triton modules; a ReLU whose module doubles its result; a ReLU whose
 module launches a fixed grid, right on the task's own inputs and wrong on its larger input set; and a
-reference with a constant output, which validation rejects.
+reference with a constant output, which validation rejects. Then generated tasks of families the teacher
+has no template for, whose pairs come from the sandbox's Inductor call.
 """
 
 from __future__ import annotations
 
+import pytest
 from engine_fakes import FakeDecontaminator, FakeTokens, corpus, read_jsonl, settings
 
 from jaxrl.data.engine.api import Engine
 from jaxrl.data.engine.build import build
 from jaxrl.data.engine.tasks import GeneratedTask, TeacherSolution
 from sandbox_service.client import SandboxClient
-from sandbox_service.options import InputSet
+from sandbox_service.options import EvalOptions, InputSet
+from sandbox_service.results import Status
 
 REFERENCE = """import torch
 import torch.nn as nn
@@ -131,3 +134,24 @@ def test_references_and_teacher_pairs_go_through_the_real_sandbox(tmp_path):
     reasons = " ".join(reason for reason, _ in template["reasons"])
     assert "other_shape" in reasons  # the fixed grid fails only on the larger input set
     assert not result.summary["targets_met"]
+
+
+@pytest.mark.slow
+def test_families_without_a_template_get_pairs_from_inductor_that_the_sandbox_accepts(tmp_path):
+    from jaxrl.data.engine.api import default_engine
+
+    families = ("var_reduce", "cummin")
+    data = dict(sft_pairs=4, rl_tasks=4, chunk_size=4, max_tasks=4, validate_seeds=2, inductor=True, families=families)
+    with SandboxClient.embedded(backend="interpreter", workers=2) as client:
+        result = build(settings(**data), tmp_path, client, default_engine(), FakeTokens(), corpus(), progress=False)
+        sft = read_jsonl(tmp_path / "sft.jsonl")
+        tasks = {r["task_id"]: r for r in read_jsonl(tmp_path / "rl_tasks.jsonl")}
+        again = [client.evaluate(tasks[r["task_id"]]["code"], r["completion"][0]["content"], options,
+                                 input_sets=[InputSet.from_dict(s) for s in tasks[r["task_id"]]["input_sets"]])
+                 for r in sft for options in [EvalOptions(trials=2, time=False)]]
+    counts = result.summary["counts"]
+    assert counts["no_template"] == counts["inductor"]["attempted"] == 4 and counts["template"]["attempted"] == 0
+    assert len(sft) == counts["inductor"]["ok"] >= 3 and {r["family"] for r in sft} == set(families)
+    assert all(r["origin"] == "inductor" and r["verdict"]["status"] == "ok" for r in sft)
+    assert "TorchInductor" in sft[0]["completion"][0]["content"]
+    assert [r.status for r in again] == [Status.OK] * len(sft)  # each emitted pair, judged again from the files
