@@ -533,7 +533,7 @@ class DataSection(Section):
     val_families: the families of those splits (None: the engine's default); SFT pairs come from the
     train split only. validate_seeds: seeds each reference runs with, 2 to 20 (it must be deterministic,
     change with its inputs and not be degenerate); min_ref_time_us: references faster than this are dropped (GPU only; 0: keep all).
-    inductor: on a GPU, ask TorchInductor for a module where a family has no template or its template
+    inductor: ask the sandbox's Inductor call for a module where a family has no template or its template
     failed. tokenizer: counts tokens (a bundled model's name or a tokenizer folder); pairs longer than
     max_tokens (prompt + completion) are left out. kernelbench: the benchmark decontaminated against
     (None: the shared KernelBench; a build without it is marked not decontaminated). infra_retries:

@@ -86,7 +86,10 @@ class BuildSettings:
         return InductorOptions(timeout_s=max(self.timeout_s, 300.0))
 
     def validate_options(self) -> ValidateOptions:
-        return ValidateOptions(seeds=self.data.validate_seeds, time=self.gpu,
+        """References are timed on a GPU when a time floor applies (timing takes the GPU alone: a build of small
+        `cpu`-scale tasks on a GPU has no floor and skips it)."""
+        timed = self.gpu and self.data.min_ref_time_us > 0
+        return ValidateOptions(seeds=self.data.validate_seeds, time=timed,
                                min_ref_time_us=self.data.min_ref_time_us, timeout_s=self.timeout_s)
 
     def verify_options(self) -> EvalOptions:

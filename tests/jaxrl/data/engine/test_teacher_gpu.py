@@ -16,7 +16,7 @@ SCALAR_OUTPUT = {"mse_loss", "l1_loss", "huber_loss", "cross_entropy", "kl_div",
 
 
 def test_every_family_is_correct_and_timeable_at_full_scale():
-    tasks = [generate_task(info.name, seed=0, scale="full") for info in list_families()]
+    tasks = [generate_task(info.name, seed=0, scale="full") for info in list_families() if info.templated]
     pairs, labels = [], []
     for task in tasks:
         for name, reference in variants(task).items():
