@@ -5,10 +5,11 @@ every input set, not only the shapes it was compiled for). A dynamo backend reco
 (where each comes from) before handing the graph to Inductor; Inductor writes its wrapper module into a
 private cache folder, which is read back as text. Nothing Inductor made is run here.
 
-On the CPU, Inductor writes Triton for the CPU device (`cpu_backend="triton"`), but Triton has no CPU
-backend to compile it with, so loading the module fails after it was written; the text is what we need
-(the converted kernels run under the Triton interpreter). Inductor asks Triton for the active backend to
-key its caches, and this Triton has none: the key is given a fixed value here.
+Inductor's kernels are never compiled here: loading its module gets a placeholder for each (on the CPU,
+where Inductor writes Triton for the CPU device with `cpu_backend="triton"`, Triton could not compile them
+anyway; on a GPU it would spend seconds a kernel autotuning), and the first call of the compiled model
+stops at the first launch, after the text was written. On the CPU Inductor also asks Triton for the
+active backend to key its caches, and this Triton has none: the key is given a fixed value here.
 """
 
 from __future__ import annotations
@@ -48,6 +49,25 @@ def configure(device: torch.device, cache_dir: Path) -> None:
         shape_config.use_duck_shape = False
     if device.type == "cpu":
         _fix_cpu_backend_key()
+    _skip_kernel_compilation()
+
+
+class _NotCompiled:
+    """Stands for a kernel of Inductor's module: only its text is wanted, so none is compiled or run."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def run(self, *args, **kwargs):
+        raise CaptureError(f"kernel {self.name} was not compiled: the capture keeps Inductor's text only")
+
+
+def _skip_kernel_compilation() -> None:
+    """Loading Inductor's module compiles every kernel, autotuning configs and all (seconds each on a GPU,
+    impossible on the CPU): the capture needs none of it, so the module gets placeholders instead."""
+    from torch._inductor.async_compile import AsyncCompile
+
+    AsyncCompile.triton = lambda self, kernel_name, source_code, device_str="cuda", **kwargs: _NotCompiled(kernel_name)
 
 
 def _fix_cpu_backend_key() -> None:
@@ -102,7 +122,7 @@ def capture(module, device: torch.device, seed: int, cache_dir: Path) -> GraphCa
     try:
         with torch.no_grad():
             compiled(*inputs)
-    except Exception as exc:  # noqa: BLE001 - on the CPU loading the module fails after it was written
+    except Exception as exc:  # noqa: BLE001 - the first launch stops it (see _NotCompiled), after the text was written
         error = exc
     # dynamo may compile again after a failed attempt (a float it could not keep symbolic becomes a constant):
     # the last graph is the one that stands
