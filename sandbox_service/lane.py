@@ -12,21 +12,24 @@ frozen meanwhile), its GPU memory budget and the optional LLM judge.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
 import logging
+import shutil
+import tempfile
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import Future
 from pathlib import Path
 
 from sandbox_service.options import InputSet
 from sandbox_service.verifier.llm_judge import Judge as LLMJudge
-from sandbox_service.worker.pool import CandidatePool, Freezer, MemoryBudget, TimingGate
+from sandbox_service.worker.pool import READY_TIMEOUT_S, CandidatePool, Freezer, MemoryBudget, TimingGate
 from sandbox_service.worker.process import Child, ChildSpec
 from sandbox_service.worker.service import ServiceFailure, ServiceProcess
-from sandbox_service.worker.zygote import Zygote
+from sandbox_service.worker.zygote import Zygote, wait_ready
 
 log = logging.getLogger(__name__)
 
@@ -112,6 +115,27 @@ class Lane:
         child = self.zygote.spawn(spec, on_close=self.freezer.unregister)
         self.freezer.register(child)
         return child
+
+    @contextlib.contextmanager
+    def reference_process(self, role: str, reference_source: str, memory_limit_mb: int) -> Iterator[tuple[Child, Path]]:
+        """A fresh `role` process (validator, inductor) for one job on a reference that may be unknown, with
+        `reference.py` in its job folder: half the GPU memory budget is held meanwhile (a full-size KernelBench
+        problem can need tens of GB), its memory is watched, and it is killed before the reservation ends.
+        ChildStartError when it cannot start."""
+        job_dir = Path(tempfile.mkdtemp(prefix=f"tritonrl-{role}-", dir=self.work_root))
+        child = None
+        try:
+            (job_dir / "reference.py").write_text(reference_source)
+            with self.memory.reserve(self.memory.total // 2 if self.backend == "cuda" else 0):
+                child = self.spawn(role)
+                wait_ready(child, READY_TIMEOUT_S)
+                child.watch_memory(memory_limit_mb)
+                yield child, job_dir
+                child.kill()  # its GPU memory is free again before the reservation ends
+        finally:
+            if child is not None:
+                child.close()
+            shutil.rmtree(job_dir, ignore_errors=True)
 
     def judge_for(self, key: str) -> ServiceProcess:
         """The judge that keeps this problem's cache: the same one for every candidate of a task."""

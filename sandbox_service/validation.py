@@ -9,8 +9,6 @@ the validator's process: a hang is `timeout`, a memory blow-up or a crash is `in
 from __future__ import annotations
 
 import secrets
-import shutil
-import tempfile
 import threading
 import time
 from collections.abc import Sequence
@@ -20,8 +18,7 @@ from sandbox_service.lane import VALIDATOR, Lane, reference_key
 from sandbox_service.options import InputSet, ValidateOptions
 from sandbox_service.results import InputSetReport, TimingStats, ValidationResult, ValidationStatus, truncate
 from sandbox_service.worker.conversation import Cancelled, Deadline, MessageStream
-from sandbox_service.worker.pool import READY_TIMEOUT_S
-from sandbox_service.worker.zygote import ChildStartError, wait_ready
+from sandbox_service.worker.zygote import ChildStartError
 
 
 def validate(
@@ -33,17 +30,9 @@ def validate(
 ) -> ValidationResult:
     started = time.monotonic()
     result = ValidationResult(ValidationStatus.INFRA_ERROR, backend=lane.backend)
-    job_dir = Path(tempfile.mkdtemp(prefix="tritonrl-validate-", dir=lane.work_root))
-    child = None
     try:
-        (job_dir / "reference.py").write_text(reference_source)
-        # An unknown reference may need tens of GB of GPU memory (a full-size KernelBench problem): half the budget.
-        with lane.memory.reserve(lane.memory.total // 2 if lane.backend == "cuda" else 0):
-            child = lane.spawn(VALIDATOR)
-            wait_ready(child, READY_TIMEOUT_S)
-            child.watch_memory(options.memory_limit_mb)
+        with lane.reference_process(VALIDATOR, reference_source, options.memory_limit_mb) as (child, job_dir):
             _converse(child, job_dir, input_sets, options, lane, cancel, result)
-            child.kill()  # its GPU memory is free again before the reservation ends
         if result.ok:  # evaluations of this reference need not reserve half the GPU for it
             lane.reference_sizes[reference_key(reference_source, input_sets)] = (
                 max(r.input_bytes for r in result.input_sets), max(r.output_bytes for r in result.input_sets))
@@ -51,10 +40,6 @@ def validate(
         result.status, result.reason = ValidationStatus.INFRA_ERROR, truncate(str(exc))
     except Cancelled:
         result.status, result.reason = ValidationStatus.INFRA_ERROR, "cancelled: the caller went away"
-    finally:
-        if child is not None:
-            child.close()
-        shutil.rmtree(job_dir, ignore_errors=True)
     result.duration_s = round(time.monotonic() - started, 4)
     return result
 

@@ -105,10 +105,10 @@ def convert(reference_source: str, capture: GraphCapture, portable: bool = False
     if not kernels:
         raise ConversionError("Inductor generated no Triton kernel")
     call = _call_function(wrapper)
-    if len(_unpacked_args(call)) != len(capture.arguments):
-        raise ConversionError(f"Inductor's call takes {len(_unpacked_args(call))} arguments, the graph has "
-                              f"{len(capture.arguments)}")
-    wrapped = {name for name, a in zip(_unpacked_args(call), capture.arguments) if a.kind == WRAPPED_NUMBER}
+    names = _unpacked_args(call)
+    if len(names) != len(capture.arguments):
+        raise ConversionError(f"Inductor's call takes {len(names)} arguments, the graph has {len(capture.arguments)}")
+    wrapped = {name for name, a in zip(names, capture.arguments) if a.kind == WRAPPED_NUMBER}
     launch = _launch_function(call, {k.name: k for k in kernels}, wrapped)
     helpers = sorted(set().union(*(k.helpers for k in kernels)))
     libdevice_helpers = set().union(*(k.libdevice_helpers for k in kernels))

@@ -8,8 +8,6 @@ text for the caller to verify like any candidate; nothing here runs it.
 from __future__ import annotations
 
 import secrets
-import shutil
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -18,33 +16,20 @@ from sandbox_service.lane import INDUCTOR, Lane
 from sandbox_service.options import InductorOptions
 from sandbox_service.results import InductorResult, InductorStatus, truncate
 from sandbox_service.worker.conversation import Cancelled, Deadline, MessageStream
-from sandbox_service.worker.pool import READY_TIMEOUT_S
-from sandbox_service.worker.zygote import ChildStartError, wait_ready
+from sandbox_service.worker.zygote import ChildStartError
 
 
 def compile_with_inductor(reference_source: str, options: InductorOptions, lane: Lane,
                           cancel: threading.Event | None = None) -> InductorResult:
     started = time.monotonic()
     result = InductorResult(InductorStatus.INFRA_ERROR, backend=lane.backend)
-    job_dir = Path(tempfile.mkdtemp(prefix="tritonrl-inductor-", dir=lane.work_root))
-    child = None
-    try:
-        (job_dir / "reference.py").write_text(reference_source)
-        # Compiling runs the model once on the reference's inputs: an unknown reference may be large.
-        with lane.memory.reserve(lane.memory.total // 2 if lane.backend == "cuda" else 0):
-            child = lane.spawn(INDUCTOR)
-            wait_ready(child, READY_TIMEOUT_S)
-            child.watch_memory(options.memory_limit_mb)
+    try:  # compiling runs the model on the reference's inputs: the process of an unknown reference
+        with lane.reference_process(INDUCTOR, reference_source, options.memory_limit_mb) as (child, job_dir):
             _converse(child, job_dir, options, lane, cancel, result)
-            child.kill()
     except ChildStartError as exc:
         result.status, result.reason = InductorStatus.INFRA_ERROR, truncate(str(exc))
     except Cancelled:
         result.status, result.reason = InductorStatus.INFRA_ERROR, "cancelled: the caller went away"
-    finally:
-        if child is not None:
-            child.close()
-        shutil.rmtree(job_dir, ignore_errors=True)
     result.duration_s = round(time.monotonic() - started, 4)
     return result
 

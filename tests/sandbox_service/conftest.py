@@ -1,4 +1,4 @@
-"""Sandbox test fixtures: a warm CPU lane and a running server on a free port."""
+"""Sandbox test fixtures: a warm CPU lane, a GPU lane (gpu tests only) and a running server on a free port."""
 
 from __future__ import annotations
 
@@ -14,6 +14,14 @@ from sandbox_service.lane import Lane
 def cpu_lane():
     with tempfile.TemporaryDirectory(prefix="tritonrl-test-lane-") as root:
         lane = Lane.create("interpreter", None, warm=1, work_root=Path(root))
+        yield lane
+        lane.close()
+
+
+@pytest.fixture(scope="module")
+def gpu_lane():
+    with tempfile.TemporaryDirectory(prefix="tritonrl-test-gpu-lane-") as root:
+        lane = Lane.create("cuda", 0, warm=1, work_root=Path(root))
         yield lane
         lane.close()
 

@@ -6,14 +6,11 @@ Run there with `python -m pytest -m gpu tests/sandbox_service/test_gpu.py`.
 from __future__ import annotations
 
 import dataclasses
-import tempfile
-from pathlib import Path
 
 import pytest
 
 from sandbox_cases import CORRECT, FIXTURES, INCORRECT, REFERENCE
 from sandbox_service.evaluation import evaluate, run_isolated
-from sandbox_service.lane import Lane
 from sandbox_service.options import EvalOptions
 from sandbox_service.results import Status
 
@@ -23,14 +20,6 @@ OPTIONS = EvalOptions(trials=3, timing_runs=50, timeout_s=120)
 
 def gpu_fixture(name: str) -> str:
     return (FIXTURES / "gpu" / f"{name}.py").read_text()
-
-
-@pytest.fixture(scope="module")
-def gpu_lane():
-    with tempfile.TemporaryDirectory() as root:
-        lane = Lane.create("cuda", 0, warm=1, work_root=Path(root))
-        yield lane
-        lane.close()
 
 
 def test_correct_kernel_is_timed_against_the_reference(gpu_lane):

@@ -5,14 +5,10 @@ Run there with `python -m pytest -m gpu tests/sandbox_service/inductor/test_indu
 
 from __future__ import annotations
 
-import tempfile
-from pathlib import Path
-
 import pytest
 
 from sandbox_service.evaluation import evaluate
 from sandbox_service.inductor.request import compile_with_inductor
-from sandbox_service.lane import Lane
 from sandbox_service.options import CandidateFormat, EvalOptions, InductorOptions, InputSet
 from sandbox_service.results import InductorStatus, Status
 
@@ -40,14 +36,6 @@ def get_init_inputs():
     return [1024]
 """
 OTHER_ROWS = InputSet("rows", "def get_inputs():\n    return [torch.randn(1531, 1024), torch.randn(1531, 1024)]\n")
-
-
-@pytest.fixture(scope="module")
-def gpu_lane():
-    with tempfile.TemporaryDirectory() as root:
-        lane = Lane.create("cuda", 0, warm=1, work_root=Path(root))
-        yield lane
-        lane.close()
 
 
 def test_an_inductor_module_keeps_libdevice_and_passes_the_strict_verifier_with_timing(gpu_lane):
