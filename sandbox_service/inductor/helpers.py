@@ -10,6 +10,31 @@ from __future__ import annotations
 
 PREFIX = "helper_"
 
+# torch.minimum / torch.maximum: a NaN on either side wins.
+_EXTREMUM = """
+@triton.jit
+def helper_{name}(a, b):
+    pick_a = a {op} b
+    if helper_is_floating(a):
+        pick_a = pick_a | (a != a)
+    return tl.where(pick_a, a, b)
+"""
+# The extremum of two (value, index) pairs as torch's argmin / argmax pick it: NaN first, the lower index on ties.
+_EXTREMUM_WITH_INDEX = """
+@triton.jit
+def helper_{name}_with_index(a_value, a_index, b_value, b_index):
+    # the {what} value (NaN first), the lower index among equals
+    pick_a = a_value {op} b_value
+    tie = a_value == b_value
+    if helper_is_floating(a_value):
+        a_nan = a_value != a_value
+        b_nan = b_value != b_value
+        pick_a = pick_a | (a_nan & (b_nan == 0))
+        tie = tie | (a_nan & b_nan)
+    pick_a = pick_a | (tie & (a_index < b_index))
+    return tl.where(pick_a, a_value, b_value), tl.where(pick_a, a_index, b_index)
+"""
+
 # name -> (source, names of other helpers it calls)
 _HELPERS: dict[str, tuple[str, tuple[str, ...]]] = {
     "promote_to_tensor": ("""
@@ -23,24 +48,8 @@ def helper_promote_to_tensor(x):
 def helper_is_floating(x):
     return helper_promote_to_tensor(x).dtype.is_floating()
 """, ("promote_to_tensor",)),
-    "minimum": ("""
-@triton.jit
-def helper_minimum(a, b):
-    # torch.minimum: a NaN on either side wins
-    pick_a = a < b
-    if helper_is_floating(a):
-        pick_a = pick_a | (a != a)
-    return tl.where(pick_a, a, b)
-""", ("is_floating",)),
-    "maximum": ("""
-@triton.jit
-def helper_maximum(a, b):
-    # torch.maximum: a NaN on either side wins
-    pick_a = a > b
-    if helper_is_floating(a):
-        pick_a = pick_a | (a != a)
-    return tl.where(pick_a, a, b)
-""", ("is_floating",)),
+    "minimum": (_EXTREMUM.format(name="minimum", op="<"), ("is_floating",)),
+    "maximum": (_EXTREMUM.format(name="maximum", op=">"), ("is_floating",)),
     "min2": ("""
 @triton.jit
 def helper_min2(a, dim):
@@ -51,34 +60,8 @@ def helper_min2(a, dim):
 def helper_max2(a, dim):
     return tl.reduce(a, dim, helper_maximum)
 """, ("maximum",)),
-    "minimum_with_index": ("""
-@triton.jit
-def helper_minimum_with_index(a_value, a_index, b_value, b_index):
-    # the smaller value (NaN first), the lower index among equals
-    pick_a = a_value < b_value
-    tie = a_value == b_value
-    if helper_is_floating(a_value):
-        a_nan = a_value != a_value
-        b_nan = b_value != b_value
-        pick_a = pick_a | (a_nan & (b_nan == 0))
-        tie = tie | (a_nan & b_nan)
-    pick_a = pick_a | (tie & (a_index < b_index))
-    return tl.where(pick_a, a_value, b_value), tl.where(pick_a, a_index, b_index)
-""", ("is_floating",)),
-    "maximum_with_index": ("""
-@triton.jit
-def helper_maximum_with_index(a_value, a_index, b_value, b_index):
-    # the larger value (NaN first), the lower index among equals
-    pick_a = a_value > b_value
-    tie = a_value == b_value
-    if helper_is_floating(a_value):
-        a_nan = a_value != a_value
-        b_nan = b_value != b_value
-        pick_a = pick_a | (a_nan & (b_nan == 0))
-        tie = tie | (a_nan & b_nan)
-    pick_a = pick_a | (tie & (a_index < b_index))
-    return tl.where(pick_a, a_value, b_value), tl.where(pick_a, a_index, b_index)
-""", ("is_floating",)),
+    "minimum_with_index": (_EXTREMUM_WITH_INDEX.format(name="minimum", op="<", what="smaller"), ("is_floating",)),
+    "maximum_with_index": (_EXTREMUM_WITH_INDEX.format(name="maximum", op=">", what="larger"), ("is_floating",)),
     "min_with_index": ("""
 @triton.jit
 def helper_min_with_index(value, index, dim):
