@@ -218,7 +218,9 @@ def validation_from_pb(message: pb.ValidationResult) -> ValidationResult:
 
 def inductor_options_to_pb(options: InductorOptions | None) -> pb.InductorOptions:
     message = pb.InductorOptions()
-    for name in _INDUCTOR_OPTION_FIELDS if options is not None else ():
+    if options is None:
+        return message
+    for name in _INDUCTOR_OPTION_FIELDS:
         setattr(message, name, getattr(options, name))
     return message
 

@@ -213,13 +213,6 @@ class InductorResult:
         data["status"] = self.status.value
         return data
 
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> InductorResult:
-        fields = {f.name for f in dataclasses.fields(cls)}
-        kwargs = {k: v for k, v in data.items() if k in fields}
-        kwargs["status"] = InductorStatus(kwargs["status"])
-        return cls(**kwargs)
-
 
 def truncate(text: str, limit: int = 4000) -> str:
     """Keep error text bounded: head and tail, with the cut marked."""

@@ -288,21 +288,16 @@ class _ShardBuilder:
         if not indices:
             return
         with timer("inductor"):
-            self._inductor_modules(stages, tasks, indices, attempts, verified)
-
-    def _inductor_modules(self, stages: StageRunner, tasks: list[GeneratedTask], indices: list[int],
-                          attempts: dict[int, list[PairAttempt]],
-                          verified: dict[int, tuple[TeacherSolution, EvalResult]]) -> None:
-        modules = {}
-        for i, result in zip(indices, stages.inductor(self.client, [tasks[i] for i in indices],
-                                                      self.settings.inductor_options())):
-            if status_name(result.status) == "ok" and result.source.strip():
-                modules[i] = inductor_solution(tasks[i], result)
-            else:
-                reason = result.reason or ("an empty module" if status_name(result.status) == "ok" else "")
-                status = "failed" if status_name(result.status) == "ok" else status_name(result.status)
-                attempts[i].append(PairAttempt(INDUCTOR, status, _short(reason)))
-        self._verify(stages, tasks, sorted(modules), modules, attempts, verified, "verify-inductor")
+            modules = {}
+            results = stages.inductor(self.client, [tasks[i] for i in indices], self.settings.inductor_options())
+            for i, result in zip(indices, results):
+                if status_name(result.status) == "ok" and result.source.strip():
+                    modules[i] = inductor_solution(tasks[i], result)
+                else:
+                    reason = result.reason or ("an empty module" if status_name(result.status) == "ok" else "")
+                    status = "failed" if status_name(result.status) == "ok" else status_name(result.status)
+                    attempts[i].append(PairAttempt(INDUCTOR, status, _short(reason)))
+            self._verify(stages, tasks, sorted(modules), modules, attempts, verified, "verify-inductor")
 
 
 class _Selection:
