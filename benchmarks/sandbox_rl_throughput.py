@@ -32,6 +32,7 @@ for path in (REPO_ROOT, REPO_ROOT / "benchmarks"):
     if str(path) not in sys.path:
         sys.path.insert(0, str(path))
 
+from process_cpu import RoleCPU  # noqa: E402
 from rl_problems import cases  # noqa: E402
 from sandbox_service.client import Pair, SandboxClient  # noqa: E402
 from sandbox_service.options import EvalOptions  # noqa: E402
@@ -93,13 +94,16 @@ def cpu_times() -> tuple[float, float]:
     return sum(fields) - idle, sum(fields)
 
 
-def run_batch(client: SandboxClient, items: list, options: EvalOptions, concurrency: int) -> dict[str, Any]:
+def run_batch(client: SandboxClient, items: list, options: EvalOptions, concurrency: int,
+              server_pid: int | None = None) -> dict[str, Any]:
     pairs = [Pair(c.reference, c.candidate, options) for c in items]
     busy0, total0 = cpu_times()
+    roles = RoleCPU(server_pid) if server_pid else None
     started = time.monotonic()
     results = dict(client.evaluate_many(pairs, max_concurrency=concurrency))
     wall = time.monotonic() - started
     busy1, total1 = cpu_times()
+    role_cpu = roles.stop() if roles else {}
     statuses: dict[str, int] = {}
     for result in results.values():
         statuses[result.status.value] = statuses.get(result.status.value, 0) + 1
@@ -115,15 +119,19 @@ def run_batch(client: SandboxClient, items: list, options: EvalOptions, concurre
         "median_duration_s": round(statistics.median(r.duration_s for r in results.values()), 3),
         "cpu_busy": round((busy1 - busy0) / (total1 - total0), 3) if total1 > total0 else None,
         "median_layer_s": {name: round(statistics.median(v), 4) for name, v in layer.items() if v},
+        # CPU seconds per evaluation by process role (the server's share also shows whether its GIL limits)
+        "cpu_s_per_evaluation": {role: round(value / len(items), 3) for role, value in role_cpu.items()
+                                 if role != "wall_s"},
+        "server_cpu_share": round(role_cpu["server"] / role_cpu["wall_s"], 2) if role_cpu.get("server") else None,
         "failures": failures[:10],
     }
 
 
-def measure(label: str, address: str, size: str, repeats: int, phases: list[str], concurrency: int,
+def measure(label: str, server: Server, size: str, repeats: int, phases: list[str], concurrency: int,
             budget_s: float | None) -> dict[str, Any]:
     work = [c for _ in range(repeats) for c in cases(size)]
     out: dict[str, Any] = {"server": label}
-    with SandboxClient([address], timeout_s=3600) as client:
+    with SandboxClient([server.address], timeout_s=3600) as client:
         client.evaluate(WARMUP_REFERENCE, cases(size)[0].candidate.replace("tl.maximum(x, 0.0)", "x * 3.0"),
                         EvalOptions(trials=1, time=False))
         for phase in phases:
@@ -131,12 +139,31 @@ def measure(label: str, address: str, size: str, repeats: int, phases: list[str]
             if budget_s is not None and label == "baseline":
                 items = work[: max(len(cases(size)), int(len(work) * 0.25))]  # the slow baseline gets a quarter
             options = EvalOptions(trials=5, time=phase == "timed")
-            out[phase] = run_batch(client, items, options, concurrency)
+            out[phase] = run_batch(client, items, options, concurrency, server.process.pid)
             print(f"[{label}] {phase}: {out[phase]['evaluations']} evaluations in {out[phase]['wall_s']} s -> "
                   f"{out[phase]['per_minute']}/min; {out[phase]['statuses']}; CPU busy {out[phase]['cpu_busy']}; "
-                  f"median duration {out[phase]['median_duration_s']} s; layers {out[phase]['median_layer_s']}",
-                  flush=True)
+                  f"median duration {out[phase]['median_duration_s']} s; layers {out[phase]['median_layer_s']}; "
+                  f"CPU s per evaluation {out[phase]['cpu_s_per_evaluation']}; server process "
+                  f"{out[phase]['server_cpu_share']} of a core", flush=True)
     return out
+
+
+def profile_summary(folder: Path, top: int = 40) -> str:
+    """The candidate processes' profiles added up: functions by own time and by cumulative time."""
+    import io
+    import pstats
+
+    files = sorted(str(p) for p in folder.glob("candidate-*.prof"))
+    if not files:
+        return f"no candidate profiles in {folder}"
+    text = io.StringIO()
+    stats = pstats.Stats(*files, stream=text)
+    text.write(f"{len(files)} candidate processes profiled\n")
+    stats.sort_stats("tottime").print_stats(top)
+    stats.sort_stats("cumulative").print_stats(top)
+    summary = "\n".join(line for line in text.getvalue().splitlines() if not line.rstrip().endswith(".prof"))
+    (folder / "summary.txt").write_text(summary)
+    return summary
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -154,6 +181,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--baseline-root", type=Path, help="a checkout whose sandbox_service is the baseline")
     parser.add_argument("--baseline-workers", type=int, help="workers of the baseline server (default: --workers)")
     parser.add_argument("--time-budget", type=float, help="give the baseline a quarter of the work")
+    parser.add_argument("--profile-dir", type=Path, help="profile every candidate process of the new server "
+                        "(cProfile, TRITONRL_PROFILE_DIR) into this folder and print where their time went")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
     phases = [p for p in args.phases.split(",") if p]
@@ -165,7 +194,11 @@ def main(argv: list[str] | None = None) -> int:
         report["floor_per_minute"] = round(60 * (os.cpu_count() or 1) / floor, 1)
         print(f"floor: a fresh python + torch + triton import takes {floor:.2f} s -> at most "
               f"{report['floor_per_minute']} evaluations/min on {os.cpu_count()} cores for a process-per-evaluation design")
-    servers = [("new", REPO_ROOT, args.workers, {})]
+    profile_env = {}
+    if args.profile_dir:
+        args.profile_dir.mkdir(parents=True, exist_ok=True)
+        profile_env = {"TRITONRL_PROFILE_DIR": str(args.profile_dir.resolve())}
+    servers = [("new", REPO_ROOT, args.workers, profile_env)]
     servers += [(f"new@{n}", REPO_ROOT, int(n), {}) for n in args.also_workers.split(",") if n]
     for variant in args.variant:
         name, _, assignments = variant.partition(":")
@@ -175,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
     for label, root, workers, env_extra in servers:
         server = Server(root, args.backend, workers, env_extra=env_extra)
         try:
-            report[label] = measure(label, server.address, args.size, args.repeats, phases, 4 * workers,
+            report[label] = measure(label, server, args.size, args.repeats, phases, 4 * workers,
                                     args.time_budget)
         finally:
             server.close()
@@ -195,6 +228,8 @@ def main(argv: list[str] | None = None) -> int:
             line += f", {new / report['floor_per_minute']:.2f}x the process-per-evaluation floor"
         lines.append(line)
     print("\n".join(lines))
+    if args.profile_dir:
+        print(profile_summary(args.profile_dir))
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(report, indent=2) + "\n")

@@ -51,15 +51,30 @@ def prepare_template(backend: str) -> list[str]:
     return harness.prepare_template(backend, os.environ.get(TEMPLATE_WARMUP_ENV, "all"))
 
 
-def _channel(report_fd: int, nonce: str):
+# Messages after which the server may kill a one-shot child at any moment.
+_LAST_WORDS = frozenset({"outputs_done", "timing", "compile_error", "runtime_error", "internal_error", "done",
+                         "load_error", "refused", "module"})
+
+
+def _channel(report_fd: int, nonce: str, profile_path: str | None):
+    profiler = None
+    if profile_path:
+        import cProfile
+
+        profiler = cProfile.Profile()
+        profiler.enable()
+
     def emit(kind: str, **fields) -> None:
+        if profiler is not None and kind in _LAST_WORDS:
+            profiler.dump_stats(profile_path)  # before the message: the server may kill us right after it
         protocol.send(report_fd, {**fields, "type": kind, "nonce": nonce})
 
     return emit
 
 
-def serve(role: str, backend: str, ctrl_fd: int, report_fd: int, threads: int) -> int:
-    """The child's whole life; returns its exit code."""
+def serve(role: str, backend: str, ctrl_fd: int, report_fd: int, threads: int, profile_dir: str | None = None) -> int:
+    """The child's whole life; returns its exit code. With `profile_dir`, a one-shot role's job is profiled
+    (cProfile) into `profile_dir/ROLE-PID.prof`."""
     _limit(resource.RLIMIT_CORE, 0)
     started = time.monotonic()
     from sandbox_service.worker import harness
@@ -90,7 +105,8 @@ def serve(role: str, backend: str, ctrl_fd: int, report_fd: int, threads: int) -
         job = control.receive()
     except protocol.ChannelClosed:
         return 0
-    emit = _channel(report_fd, job.pop("nonce"))
+    profile_path = os.path.join(profile_dir, f"{role}-{os.getpid()}.prof") if profile_dir else None
+    emit = _channel(report_fd, job.pop("nonce"), profile_path)
     apply_limits(job)
     try:
         runner.run(job, emit, control)

@@ -21,6 +21,7 @@ from pathlib import Path
 from sandbox_service.worker.process import (
     BoundedOutput, Child, ChildSpec, ExitWatch, base_environment, drain_into, make_private_dir,
 )
+from sandbox_service.worker.zygote_main import PROFILE_ENV
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +58,8 @@ class Zygote:
         server_end, template_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         out_read, out_write = os.pipe()
         env = base_environment(self.backend, self.gpu, self._template_dir, cpu_threads=1)
+        if os.environ.get(PROFILE_ENV):  # diagnostics only; the children's own environments never carry it
+            env[PROFILE_ENV] = os.environ[PROFILE_ENV]
         try:
             self._popen = subprocess.Popen(
                 [sys.executable, "-m", "sandbox_service.worker.zygote_main", self.backend, str(template_end.fileno())],

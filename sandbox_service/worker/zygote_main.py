@@ -22,12 +22,24 @@ import sys
 
 MAX_REQUEST_BYTES = 1 << 20
 _PR_SET_PDEATHSIG = 1
+_PR_SET_NAME = 15
+# Diagnostics: when the server's environment names a folder here, every one-shot child (candidate, validator,
+# Inductor) writes a cProfile of its life to it (benchmarks/sandbox_rl_throughput.py --profile-dir).
+PROFILE_ENV = "TRITONRL_PROFILE_DIR"
 
 
 def die_with_parent() -> None:
     """Ask the kernel to SIGKILL this process when its parent exits (Linux; a no-op elsewhere)."""
     try:
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
+def name_process(name: str) -> None:
+    """Name this process for ps/top (`trl-judge`, `trl-candidate`...; 15 bytes at most), Linux only."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_NAME, ctypes.c_char_p(name.encode()[:15]), 0, 0, 0)
     except (OSError, AttributeError):
         pass
 
@@ -50,11 +62,12 @@ def _reap(sock: socket.socket) -> None:
         _send(sock, {"type": "exit", "pid": pid, "returncode": os.waitstatus_to_exitcode(status)})
 
 
-def _become_child(request: dict, fds: list[int]) -> int:
+def _become_child(request: dict, fds: list[int], profile_dir: str | None) -> int:
     """Runs in the forked child: detach, rewire descriptors, take the child's environment, serve."""
     ctrl_fd, report_fd, output_fd = fds
     os.setsid()
     die_with_parent()
+    name_process(f"trl-{request['role']}")
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
     os.dup2(output_fd, 1)
@@ -69,12 +82,15 @@ def _become_child(request: dict, fds: list[int]) -> int:
     os.environ.update(request["env"])
     from sandbox_service.worker import child_main
 
-    return child_main.serve(request["role"], request["backend"], ctrl_fd, report_fd, int(request["threads"]))
+    return child_main.serve(request["role"], request["backend"], ctrl_fd, report_fd, int(request["threads"]),
+                            profile_dir)
 
 
 def main(argv: list[str]) -> int:
     backend, sock_fd = argv[1], int(argv[2])
     die_with_parent()
+    name_process("trl-template")
+    profile_dir = os.environ.get(PROFILE_ENV) or None
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the server decides when we stop (it closes the socket)
     sock = socket.socket(fileno=sock_fd)
     from sandbox_service.worker import child_main
@@ -111,7 +127,7 @@ def main(argv: list[str]) -> int:
             code = 70
             try:
                 sock.close()
-                code = _become_child(request, fds)
+                code = _become_child(request, fds, profile_dir)
             except BaseException:  # noqa: BLE001 - a child must never return into the template's loop
                 import traceback
 

@@ -1,0 +1,79 @@
+"""CPU seconds spent by each role of a sandbox server's process tree while a batch runs.
+
+The sandbox names its processes (`trl-template`, `trl-judge`, `trl-builder`, `trl-candidate`...), so a
+sampler reading /proc every `interval_s` can add up each role's user+system time; the server process is
+`server`. One-shot children live about a second, so their last slice between samples would be lost: the
+template reaps them, and its children's time (`cutime`+`cstime`) is the exact total for all of them
+(`reaped children`), beside the sampled per-role figures. Linux only; elsewhere every figure is empty.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections import defaultdict
+
+TICK_S = 1.0 / os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 0.01
+
+
+def _stat(pid: int) -> tuple[str, float, float] | None:
+    """(name, own CPU s, reaped children's CPU s) of a process, or None when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            text = f.read()
+    except OSError:
+        return None
+    name = text[text.index("(") + 1: text.rindex(")")]
+    fields = text[text.rindex(")") + 2:].split()
+    own = (float(fields[11]) + float(fields[12])) * TICK_S
+    children = (float(fields[13]) + float(fields[14])) * TICK_S
+    return name, own, children
+
+
+class RoleCPU:
+    """Samples the tree of `server_pid` (the server and every `trl-*` process) until `stop()`."""
+
+    def __init__(self, server_pid: int, interval_s: float = 0.05):
+        self.server_pid = server_pid
+        self.interval_s = interval_s
+        self._first: dict[int, tuple[str, float, float]] = {}
+        self._last: dict[int, tuple[str, float, float]] = {}
+        self._stop = threading.Event()
+        self._sample()
+        self._first = dict(self._last)
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._started = time.monotonic()
+        self._thread.start()
+
+    def _sample(self) -> None:
+        try:
+            pids = [int(p) for p in os.listdir("/proc") if p.isdigit()]
+        except OSError:
+            return
+        for pid in pids:
+            stat = _stat(pid)
+            if stat is not None and (pid == self.server_pid or stat[0].startswith("trl-")):
+                self._last[pid] = stat
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            self._sample()
+
+    def stop(self) -> dict[str, float]:
+        """CPU seconds per role over the sampled window, plus `wall_s` and `reaped children` (exact)."""
+        self._stop.set()
+        self._thread.join()
+        self._sample()
+        roles: dict[str, float] = defaultdict(float)
+        reaped = 0.0
+        for pid, (name, own, children) in self._last.items():
+            _, own0, children0 = self._first.get(pid, (name, 0.0, 0.0))
+            role = "server" if pid == self.server_pid else name.removeprefix("trl-")
+            roles[role] += own - own0
+            if name == "trl-template":
+                reaped += children - children0
+        out = {role: round(value, 2) for role, value in sorted(roles.items())}
+        out["reaped children"] = round(reaped, 2)
+        out["wall_s"] = round(time.monotonic() - self._started, 2)
+        return out
