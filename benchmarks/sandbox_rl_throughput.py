@@ -161,6 +161,14 @@ def profile_summary(folder: Path, top: int = 40) -> str:
     text.write(f"{len(files)} candidate processes profiled\n")
     stats.sort_stats("tottime").print_stats(top)
     stats.sort_stats("cumulative").print_stats(top)
+    imported: dict[str, int] = {}
+    for path in folder.glob("candidate-*.modules"):
+        for name in path.read_text().split():
+            imported[name] = imported.get(name, 0) + 1
+    roots = sorted({name.split(".")[0] for name in imported})
+    text.write(f"modules imported by candidate processes (not by the template): {len(imported)}, under {roots}\n")
+    for name, count in sorted(imported.items(), key=lambda item: (-item[1], item[0]))[:top]:
+        text.write(f"  {count:4d}  {name}\n")
     summary = "\n".join(line for line in text.getvalue().splitlines() if not line.rstrip().endswith(".prof"))
     (folder / "summary.txt").write_text(summary)
     return summary

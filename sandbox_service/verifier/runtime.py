@@ -151,7 +151,10 @@ def _watched_functions() -> dict[str, object]:
         "timing.time_cuda": timing.time_cuda,
         "protocol.send": protocol.send,
     }
-    for name in ("clone", "flatten_outputs", "save_outputs", "synchronize", "seed_everything", "to_device"):
+    watched["torch.cat"] = torch.cat
+    watched["torch.stack"] = torch.stack
+    for name in ("clone", "flatten_outputs", "save_outputs", "synchronize", "seed_everything", "to_device",
+                 "fingerprint", "fingerprint_parts", "finish_fingerprints", "finish_fingerprint_grid"):
         watched[f"harness.{name}"] = getattr(harness, name)
     for cls in _launchers():
         watched[f"{cls.__module__}.{cls.__name__}.run"] = cls.run
@@ -161,18 +164,36 @@ def _watched_functions() -> dict[str, object]:
 _CHUNK = 1 << 24  # elements compared at a time: bounded temporaries for multi-GB inputs
 
 
-def _same_values(a: torch.Tensor, b: torch.Tensor) -> bool:
-    if a.shape != b.shape or a.dtype != b.dtype:
+def _differs(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor | bool:
+    """Whether two tensors differ in shape, dtype or any value (NaN equals NaN). Values are compared on
+    their device and the answer is a 0-d tensor there, so that all of a trial's checks cost one copy to the
+    host (`_any_true`) instead of several synchronisations each."""
+    if a.shape != b.shape or a.dtype != b.dtype or a.device != b.device:
+        return True
+    if a.numel() == 0:
         return False
     if not (a.is_floating_point() or a.is_complex()):
-        return bool(torch.equal(a, b))
+        return (a != b).any()
     a, b = a.reshape(-1), b.reshape(-1)
+    differs = torch.zeros((), dtype=torch.bool, device=a.device)
     for start in range(0, a.numel(), _CHUNK):
         x, y = a[start : start + _CHUNK], b[start : start + _CHUNK]
         nan_x, nan_y = torch.isnan(x), torch.isnan(y)
-        if not (bool(torch.equal(nan_x, nan_y)) and bool(torch.equal(x.masked_fill(nan_x, 0), y.masked_fill(nan_y, 0)))):
-            return False
-    return True
+        differs |= (nan_x != nan_y).any() | (x.masked_fill(nan_x, 0) != y.masked_fill(nan_y, 0)).any()
+    return differs
+
+
+def _any_true(flags: list[torch.Tensor | bool]) -> list[bool]:
+    """The flags as booleans, with one host copy per device."""
+    answers: dict[int, bool] = {i: f for i, f in enumerate(flags) if isinstance(f, bool)}
+    by_device: dict[torch.device, list[int]] = {}
+    for i, flag in enumerate(flags):
+        if not isinstance(flag, bool):
+            by_device.setdefault(flag.device, []).append(i)
+    for indices in by_device.values():
+        for i, value in zip(indices, torch.stack([flags[i].reshape(()) for i in indices]).tolist()):
+            answers[i] = bool(value)
+    return [answers[i] for i in range(len(flags))]
 
 
 class RuntimeMonitor:
@@ -248,9 +269,12 @@ class RuntimeMonitor:
         self._side_streams.clear()
 
     def check_after_forward(self, pristine_inputs: list, used_inputs: list, outputs: list[torch.Tensor]) -> None:
+        pending: list[tuple[str, str]] = []  # (rule, message) found when the matching flag is true
+        flags: list[torch.Tensor | bool] = []
         for index, (before, after) in enumerate(zip(pristine_inputs, used_inputs)):
-            if isinstance(before, torch.Tensor) and not _same_values(before, after):
-                self._add("input-mutated", f"forward modified input {index} in place")
+            if isinstance(before, torch.Tensor):
+                pending.append(("input-mutated", f"forward modified input {index} in place"))
+                flags.append(_differs(before, after))
         input_storages = {
             t.untyped_storage().data_ptr() for t in used_inputs if isinstance(t, torch.Tensor) and t.numel() > 0
         }
@@ -259,13 +283,13 @@ class RuntimeMonitor:
                 self._add("output-tensor-subclass", f"output {index} is a {type(out).__name__}, not a plain tensor")
             elif out.numel() > 0 and out.untyped_storage().data_ptr() in input_storages:
                 self._add("output-aliases-input", f"output {index} shares memory with an input")
-            elif (
-                out.numel() > 0
-                and out.untyped_storage().data_ptr() in self._poisoned
-                and bool(torch.isnan(out).all())
-            ):
-                self._add("output-not-written", f"output {index} was allocated uninitialised and no kernel wrote it")
+            elif out.numel() > 0 and out.untyped_storage().data_ptr() in self._poisoned:
+                pending.append(("output-not-written", f"output {index} was allocated uninitialised and no kernel wrote it"))
+                flags.append(torch.isnan(out).all())
         self._poisoned.clear()
+        for (rule, message), found in zip(pending, _any_true(flags)):
+            if found:
+                self._add(rule, message)
 
     def check_untampered(self) -> None:
         current = _watched_functions()

@@ -52,9 +52,9 @@ def run(job: dict, emit: Emit, control: Receiver) -> None:
     device = harness.device_for(job["backend"])
     sets = harness.load_problem_sets(job["reference_path"], job["input_sets"], job["seed"])
     seeds = harness.trial_seeds(job["seed"], job["trials"])
-    expected = [
-        [harness.fingerprint([harness.trial_inputs(module, s, device)]) for s in seeds] for _, module in sets
-    ]
+    expected = harness.finish_fingerprint_grid(
+        [[harness.fingerprint_parts([harness.trial_inputs(module, s, device)]) for s in seeds] for _, module in sets]
+    )
     emit("inputs_ready", fingerprints=expected)  # made before any candidate code ran
     init = [harness.init_inputs(module, job["seed"], device) for _, module in sets]
     if job.get("remote_build"):
@@ -76,7 +76,7 @@ def run(job: dict, emit: Emit, control: Receiver) -> None:
     phases["compile"] = clock() - started
     started = clock()
 
-    input_fingerprints: list[list[str]] = []
+    input_fingerprints: list[list[list]] = []  # parts, hashed after the last trial
     output_fingerprints: list[list[str]] = []
     for set_index, (_, module) in enumerate(sets):
         input_fingerprints.append([])
@@ -84,7 +84,7 @@ def run(job: dict, emit: Emit, control: Receiver) -> None:
         for trial, trial_seed in enumerate(seeds):
             monitor.check_untampered()
             inputs = harness.trial_inputs(module, trial_seed, device)
-            input_fingerprints[-1].append(harness.fingerprint([inputs]))
+            input_fingerprints[-1].append(harness.fingerprint_parts([inputs]))
             used = harness.clone(inputs)
             try:
                 with torch.no_grad():
@@ -107,7 +107,7 @@ def run(job: dict, emit: Emit, control: Receiver) -> None:
         "outputs_done",
         phases=phases,
         launches=monitor.launches,
-        input_fingerprints=input_fingerprints,
+        input_fingerprints=harness.finish_fingerprint_grid(input_fingerprints),
         output_fingerprints=output_fingerprints,
         launches_per_forward=monitor.launches_per_forward,
         side_stream_launches=monitor.side_stream_launches,

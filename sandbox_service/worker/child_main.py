@@ -56,27 +56,39 @@ _LAST_WORDS = frozenset({"outputs_done", "timing", "compile_error", "runtime_err
                          "load_error", "refused", "module"})
 
 
-def _channel(report_fd: int, nonce: str, profile_path: str | None):
-    profiler = None
-    if profile_path:
-        import cProfile
-
-        profiler = cProfile.Profile()
-        profiler.enable()
-
+def _channel(report_fd: int, nonce: str, profile: "_Profile | None"):
     def emit(kind: str, **fields) -> None:
-        if profiler is not None and kind in _LAST_WORDS:
-            profiler.dump_stats(profile_path)  # before the message: the server may kill us right after it
+        if profile is not None and kind in _LAST_WORDS:
+            profile.dump()  # before the message: the server may kill us right after it
         protocol.send(report_fd, {**fields, "type": kind, "nonce": nonce})
 
     return emit
 
 
+class _Profile:
+    """Diagnostics of one child: a cProfile of its job, and the modules it imported that the template had
+    not (each costs every child its import: a candidate for the template's warm-up)."""
+
+    def __init__(self, path_stem: str, inherited_modules: set[str]):
+        import cProfile
+
+        self.path_stem = path_stem
+        self.inherited = inherited_modules
+        self.profiler = cProfile.Profile()
+        self.profiler.enable()
+
+    def dump(self) -> None:
+        self.profiler.dump_stats(self.path_stem + ".prof")
+        with open(self.path_stem + ".modules", "w") as f:
+            f.write("\n".join(sorted(set(sys.modules) - self.inherited)))
+
+
 def serve(role: str, backend: str, ctrl_fd: int, report_fd: int, threads: int, profile_dir: str | None = None) -> int:
     """The child's whole life; returns its exit code. With `profile_dir`, a one-shot role's job is profiled
-    (cProfile) into `profile_dir/ROLE-PID.prof`."""
+    into `profile_dir/ROLE-PID.prof` and `.modules` (_Profile)."""
     _limit(resource.RLIMIT_CORE, 0)
     started = time.monotonic()
+    inherited_modules = set(sys.modules) if profile_dir else set()
     from sandbox_service.worker import harness
 
     harness.set_threads(threads)
@@ -105,8 +117,8 @@ def serve(role: str, backend: str, ctrl_fd: int, report_fd: int, threads: int, p
         job = control.receive()
     except protocol.ChannelClosed:
         return 0
-    profile_path = os.path.join(profile_dir, f"{role}-{os.getpid()}.prof") if profile_dir else None
-    emit = _channel(report_fd, job.pop("nonce"), profile_path)
+    profile = _Profile(os.path.join(profile_dir, f"{role}-{os.getpid()}"), inherited_modules) if profile_dir else None
+    emit = _channel(report_fd, job.pop("nonce"), profile)
     apply_limits(job)
     try:
         runner.run(job, emit, control)

@@ -42,6 +42,7 @@ def prepare_template(backend: str, warmup: str = "all") -> list[str]:
     import torch._dynamo  # noqa: F401 - the runtime monitor needs it; seconds to import
 
     warnings: list[str] = []
+    _import_child_modules()
     if backend != "cuda":
         enable_interpreter_autotune()
         return warnings
@@ -58,6 +59,29 @@ def prepare_template(backend: str, warmup: str = "all") -> list[str]:
     if torch.cuda.is_initialized():
         warnings.append("CUDA got initialised in the template; children may fail to use the GPU")
     return warnings
+
+
+# Modules every child imported on its own, found with TRITONRL_PROFILE_DIR (the `.modules` files): on the
+# GPU image their sources are compiled at each import (no bytecode cache), 0.2 s of every evaluation.
+CHILD_MODULES = (
+    "numpy.ctypeslib",
+    "safetensors.torch",
+    "sandbox_service.timing",
+    "triton.compiler.code_generator",
+    "triton.experimental.gluon",  # Triton >= 3.4 imports it at a kernel's first launch
+    "triton.runtime.interpreter",  # the runtime monitor wraps its launcher too
+)
+
+
+def _import_child_modules() -> None:
+    """Import what children would each import again; a module this Triton lacks is skipped."""
+    import importlib
+
+    for name in CHILD_MODULES:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            pass
 
 
 def _import_triton_compiler() -> None:
@@ -90,6 +114,27 @@ def init_cuda() -> None:
     torch.empty(1, device="cuda")
     torch.cuda.synchronize()
     triton.runtime.driver.active.get_current_target()
+    _cache_device_properties(torch.cuda.current_device())
+
+
+def _cache_device_properties(device: int) -> None:
+    """Triton asks the driver for the device's properties at every compilation; with many processes making
+    and dropping CUDA contexts that call waited 0.1 s on the driver (profiled on an H100). The answers
+    never change in a process, so it asks once, here, before the job (and the candidate) arrives."""
+    import triton
+
+    utils = triton.runtime.driver.active.utils
+    query = getattr(utils, "get_device_properties", None)
+    if query is None:
+        return
+    known = {device: query(device)}
+
+    def get_device_properties(index):
+        if index not in known:
+            known[index] = query(index)
+        return dict(known[index])
+
+    utils.get_device_properties = get_device_properties
 
 
 def install_remote_build(request_build) -> bool:
@@ -241,19 +286,59 @@ def flatten_outputs(value: Any) -> list[torch.Tensor]:
 
 def fingerprint(groups: list[list]) -> str:
     """A hash of every tensor's dtype, shape and a strided sample of its values (other values by repr)."""
-    digest = hashlib.blake2b(digest_size=16)
+    return finish_fingerprints([fingerprint_parts(groups)])[0]
+
+
+def fingerprint_parts(groups: list[list]) -> list:
+    """What `fingerprint` hashes, with each tensor's sample left on its device: keep these (small) instead
+    of the tensors, and hash many at once with `finish_fingerprints` (one device-to-host copy, not one each:
+    with many processes sharing a GPU every copy waits for the context's turn on it)."""
+    parts: list = []
     for group in groups:
         for value in group:
             if isinstance(value, torch.Tensor):
-                digest.update(f"{value.dtype}{tuple(value.shape)}".encode())
+                parts.append(f"{value.dtype}{tuple(value.shape)}".encode())
                 flat = value.detach().reshape(-1)
                 step = max(1, flat.numel() // 65536)
                 sample = flat[::step]
-                sample = sample.to(torch.float64) if not sample.is_complex() else torch.view_as_real(sample)
-                digest.update(sample.cpu().numpy().tobytes())
+                # a copy, never a view: a kept part must not keep a (possibly huge) tensor's storage alive
+                parts.append(sample.to(torch.float64, copy=True) if not sample.is_complex()
+                             else torch.view_as_real(sample).clone())
             else:
-                digest.update(repr(value).encode())
-    return digest.hexdigest()
+                parts.append(repr(value).encode())
+    return parts
+
+
+def finish_fingerprints(many_parts: list[list]) -> list[str]:
+    """The fingerprints of several `fingerprint_parts` results."""
+    samples = [p for parts in many_parts for p in parts if isinstance(p, torch.Tensor)]
+    host: dict[int, bytes] = {}
+    by_kind: dict[tuple, list[torch.Tensor]] = {}
+    for sample in samples:
+        by_kind.setdefault((sample.device, sample.dtype), []).append(sample)
+    for batch in by_kind.values():
+        flat = torch.cat([t.reshape(-1) for t in batch]).cpu().numpy()
+        offset = 0
+        for t in batch:
+            host[id(t)] = flat[offset: offset + t.numel()].tobytes()
+            offset += t.numel()
+    digests = []
+    for parts in many_parts:
+        digest = hashlib.blake2b(digest_size=16)
+        for part in parts:
+            digest.update(host[id(part)] if isinstance(part, torch.Tensor) else part)
+        digests.append(digest.hexdigest())
+    return digests
+
+
+def finish_fingerprint_grid(grid: list[list[list]]) -> list[list[str]]:
+    """`finish_fingerprints` over rows of parts (input sets x trials), keeping the rows."""
+    flat = finish_fingerprints([parts for row in grid for parts in row])
+    rows, start = [], 0
+    for row in grid:
+        rows.append(flat[start: start + len(row)])
+        start += len(row)
+    return rows
 
 
 def outputs_path(outputs_dir: str | Path, input_set: int, trial: int) -> Path:
