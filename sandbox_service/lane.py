@@ -20,7 +20,7 @@ import logging
 import shutil
 import tempfile
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
 from pathlib import Path
 
@@ -117,25 +117,40 @@ class Lane:
         return child
 
     @contextlib.contextmanager
-    def reference_process(self, role: str, reference_source: str, memory_limit_mb: int) -> Iterator[tuple[Child, Path]]:
+    def reference_process(self, role: str, reference_source: str,
+                          memory_limit_mb: int) -> Iterator[tuple[Child, Path, Callable[..., float]]]:
         """A fresh `role` process (validator, inductor) for one job on a reference that may be unknown, with
-        `reference.py` in its job folder: half the GPU memory budget is held meanwhile (a full-size KernelBench
-        problem can need tens of GB), its memory is watched, and it is killed before the reservation ends.
-        ChildStartError when it cannot start."""
+        `reference.py` in its job folder, its memory watched, killed before its GPU memory is given back.
+        Also yields `hold(estimate_bytes, cancelled)`: the process estimates what the reference needs before
+        touching the GPU (worker/sizing.py) and the conversation holds that much of the budget with it (half
+        the budget when the estimate is None: a full-size KernelBench problem can need tens of GB); it
+        returns the seconds spent waiting for the memory. ChildStartError when the process cannot start."""
         job_dir = Path(tempfile.mkdtemp(prefix=f"tritonrl-{role}-", dir=self.work_root))
         child = None
-        try:
-            (job_dir / "reference.py").write_text(reference_source)
-            with self.memory.reserve(self.memory.total // 2 if self.backend == "cuda" else 0):
+        with contextlib.ExitStack() as held:
+
+            def hold(estimate_bytes: int | None, cancelled: Callable[[], bool] = lambda: False) -> float:
+                return held.enter_context(self.memory.reserve(self.reference_bytes(estimate_bytes), cancelled))
+
+            try:
+                (job_dir / "reference.py").write_text(reference_source)
                 child = self.spawn(role)
                 wait_ready(child, READY_TIMEOUT_S)
                 child.watch_memory(memory_limit_mb)
-                yield child, job_dir
-                child.kill()  # its GPU memory is free again before the reservation ends
-        finally:
-            if child is not None:
-                child.close()
-            shutil.rmtree(job_dir, ignore_errors=True)
+                yield child, job_dir, hold
+                child.kill()
+            finally:
+                if child is not None:
+                    child.close()  # before `held` gives its memory back
+                shutil.rmtree(job_dir, ignore_errors=True)
+
+    def reference_bytes(self, estimate_bytes: int | None) -> int:
+        """GPU memory to hold for a reference process: its context and the estimate with room to spare (at
+        most half the budget), or half the budget when there is no estimate."""
+        if self.backend != "cuda":
+            return 0
+        half = self.memory.total // 2
+        return half if estimate_bytes is None else min(half, CONTEXT_BYTES + estimate_bytes + estimate_bytes // 2)
 
     def judge_for(self, key: str) -> ServiceProcess:
         """The judge that keeps this problem's cache: the same one for every candidate of a task."""

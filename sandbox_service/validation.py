@@ -17,7 +17,7 @@ from pathlib import Path
 from sandbox_service.lane import VALIDATOR, Lane, reference_key
 from sandbox_service.options import InputSet, ValidateOptions
 from sandbox_service.results import InputSetReport, TimingStats, ValidationResult, ValidationStatus, truncate
-from sandbox_service.worker.conversation import Cancelled, Deadline, MessageStream
+from sandbox_service.worker.conversation import Cancelled, Deadline, MessageStream, hold_memory
 from sandbox_service.worker.zygote import ChildStartError
 
 
@@ -31,8 +31,8 @@ def validate(
     started = time.monotonic()
     result = ValidationResult(ValidationStatus.INFRA_ERROR, backend=lane.backend)
     try:
-        with lane.reference_process(VALIDATOR, reference_source, options.memory_limit_mb) as (child, job_dir):
-            _converse(child, job_dir, input_sets, options, lane, cancel, result)
+        with lane.reference_process(VALIDATOR, reference_source, options.memory_limit_mb) as (child, job_dir, hold):
+            _converse(child, job_dir, hold, input_sets, options, lane, cancel, result)
         if result.ok:  # evaluations of this reference need not reserve half the GPU for it
             lane.reference_sizes[reference_key(reference_source, input_sets)] = (
                 max(r.input_bytes for r in result.input_sets), max(r.output_bytes for r in result.input_sets))
@@ -44,7 +44,7 @@ def validate(
     return result
 
 
-def _converse(child, job_dir: Path, input_sets, options: ValidateOptions, lane: Lane, cancel, result) -> None:
+def _converse(child, job_dir: Path, hold, input_sets, options: ValidateOptions, lane: Lane, cancel, result) -> None:
     nonce = secrets.token_hex(16)
     messages = MessageStream(child, nonce)
     deadline = Deadline(lane.freezer, options.timeout_s)
@@ -63,7 +63,9 @@ def _converse(child, job_dir: Path, input_sets, options: ValidateOptions, lane: 
             result.status, result.reason = ValidationStatus.TIMEOUT, f"did not finish within {options.timeout_s:.0f} s"
             return
         kind = message["type"]
-        if kind == "set_report":
+        if kind == "estimate":
+            hold_memory(child, hold, message, deadline, cancel)
+        elif kind == "set_report":
             result.input_sets.append(InputSetReport(name=message["name"], **message["report"]))
         elif kind == "load_error":
             result.status, result.reason = ValidationStatus.INVALID, "does not load: " + truncate(message["error"], 1500)

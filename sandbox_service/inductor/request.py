@@ -15,7 +15,7 @@ from pathlib import Path
 from sandbox_service.lane import INDUCTOR, Lane
 from sandbox_service.options import InductorOptions
 from sandbox_service.results import InductorResult, InductorStatus, truncate
-from sandbox_service.worker.conversation import Cancelled, Deadline, MessageStream
+from sandbox_service.worker.conversation import Cancelled, Deadline, MessageStream, hold_memory
 from sandbox_service.worker.zygote import ChildStartError
 
 
@@ -24,8 +24,8 @@ def compile_with_inductor(reference_source: str, options: InductorOptions, lane:
     started = time.monotonic()
     result = InductorResult(InductorStatus.INFRA_ERROR, backend=lane.backend)
     try:  # compiling runs the model on the reference's inputs: the process of an unknown reference
-        with lane.reference_process(INDUCTOR, reference_source, options.memory_limit_mb) as (child, job_dir):
-            _converse(child, job_dir, options, lane, cancel, result)
+        with lane.reference_process(INDUCTOR, reference_source, options.memory_limit_mb) as (child, job_dir, hold):
+            _converse(child, job_dir, hold, options, lane, cancel, result)
     except ChildStartError as exc:
         result.status, result.reason = InductorStatus.INFRA_ERROR, truncate(str(exc))
     except Cancelled:
@@ -34,7 +34,8 @@ def compile_with_inductor(reference_source: str, options: InductorOptions, lane:
     return result
 
 
-def _converse(child, job_dir: Path, options: InductorOptions, lane: Lane, cancel, result: InductorResult) -> None:
+def _converse(child, job_dir: Path, hold, options: InductorOptions, lane: Lane, cancel,
+              result: InductorResult) -> None:
     nonce = secrets.token_hex(16)
     messages = MessageStream(child, nonce)
     child.send({
@@ -42,8 +43,12 @@ def _converse(child, job_dir: Path, options: InductorOptions, lane: Lane, cancel
         "cache_dir": str(job_dir / "inductor-cache"), "seed": options.seed, "memory_limit_mb": options.memory_limit_mb,
         "file_limit_mb": 4096, "cpu_limit_s": int(options.timeout_s * 2) + 30,
     })
+    deadline = Deadline(lane.freezer, options.timeout_s)
     try:
-        message = messages.next(Deadline(lane.freezer, options.timeout_s), cancel)
+        message = messages.next(deadline, cancel)
+        if message["type"] == "estimate":
+            hold_memory(child, hold, message, deadline, cancel)
+            message = messages.next(deadline, cancel)
     except TimeoutError:
         result.status, result.reason = InductorStatus.TIMEOUT, f"did not finish within {options.timeout_s:.0f} s"
         return

@@ -74,3 +74,16 @@ class MessageStream:
                 return self.queue.get(timeout=min(0.1, remaining))
             except queue.Empty:
                 continue
+
+
+def hold_memory(child: Child, hold, message: dict, deadline: Deadline, cancel: threading.Event | None) -> None:
+    """Answer a reference process's `estimate`: hold the GPU memory it needs (`Lane.reference_process`),
+    then let it go on. The wait is not charged to its time limit."""
+    estimate = message.get("bytes")
+    estimate = estimate if isinstance(estimate, int) and not isinstance(estimate, bool) and estimate >= 0 else None
+    try:
+        waited = hold(estimate, lambda: cancel is not None and cancel.is_set())
+    except TimeoutError:
+        raise Cancelled() from None
+    deadline.extend(waited)
+    child.send({"type": "go"})

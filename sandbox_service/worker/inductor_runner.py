@@ -2,8 +2,9 @@
 
 A fresh process per reference (a user's reference may raise, hang or blow its memory, and Inductor's own
 state must not leak into another job): it loads the reference, compiles it (`inductor.capture`), converts
-Inductor's wrapper (`inductor.convert`, without libdevice on the interpreter) and reports one message:
-`module` (source, kernels, helpers) or `refused` (reason, and whether this torch cannot compile at all).
+Inductor's wrapper (`inductor.convert`, without libdevice on the interpreter) and reports: `estimate` (the
+memory the reference needs; the server answers "go" once it holds it), then `module` (source, kernels,
+helpers) or `refused` (reason, and whether this torch cannot compile at all).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import torch
 
 from sandbox_service.inductor.capture import CaptureError, capture
 from sandbox_service.inductor.convert import ConversionError, convert
-from sandbox_service.worker import harness
+from sandbox_service.worker import harness, sizing
 from sandbox_service.worker.protocol import Receiver
 
 Emit = Callable[..., None]
@@ -35,6 +36,8 @@ def run(job: dict, emit: Emit, control: Receiver) -> None:
         module = harness.load_problem_sets(reference_path, [], int(job["seed"]))[0][1]
     except BaseException as exc:  # noqa: BLE001
         emit("refused", unavailable=False, reason="the reference does not load: " + _last_line(exc), **base)
+        return
+    if not sizing.ask_for_memory([module], emit, control):
         return
     try:
         captured = capture(module, device, int(job["seed"]), Path(job["cache_dir"]))

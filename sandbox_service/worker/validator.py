@@ -7,7 +7,8 @@ constant or zeros would not pass the tolerance). Its peak memory is measured, an
 while the server holds the GPU for it alone. A reference that raises, hangs or blows its memory costs
 only this process.
 
-Messages: set_report per input set, then (timed) ready_to_time -> on "time": timing; finally done.
+Messages: estimate (the memory the reference needs, worker/sizing.py) -> on "go": set_report per input set,
+then (timed) ready_to_time -> on "time": timing; finally done.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import torch
 
 from sandbox_service import correctness
 from sandbox_service.options import DEFAULT_TOLERANCE
-from sandbox_service.worker import handover, harness
+from sandbox_service.worker import handover, harness, sizing
 from sandbox_service.worker.protocol import Receiver
 
 Emit = Callable[..., None]
@@ -116,6 +117,8 @@ def run(job: dict, emit: Emit, control: Receiver) -> None:
         sets = harness.load_problem_sets(job["reference_path"], job["input_sets"], int(job["seed"]))
     except BaseException as exc:  # noqa: BLE001
         emit("load_error", error=harness.format_exception(exc))
+        return
+    if not sizing.ask_for_memory([module for _, module in sets], emit, control):
         return
     timed_model = None
     for index, (name, module) in enumerate(sets):

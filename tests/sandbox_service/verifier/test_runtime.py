@@ -53,3 +53,20 @@ def test_unknown_rules_are_a_programming_error():
 def test_tampering_with_later_trials_inputs_is_caught(cpu_lane):
     result = run_isolated(REFERENCE, fixture_candidate("swaps_get_inputs"), FAST, cpu_lane)
     assert result.status == Status.CHEAT and "inputs-tampered" in rules_of(result)
+
+
+def test_input_comparison_treats_nan_as_equal_to_nan_and_sees_any_other_change(monkeypatch):
+    import torch
+
+    from sandbox_service.verifier import runtime
+
+    monkeypatch.setattr(runtime, "_CHUNK", 7)  # several chunks: a change in any of them counts
+    x = torch.randn(50)
+    x[3] = float("nan")
+    same, moved_nan, changed_last = x.clone(), x.clone(), x.clone()
+    moved_nan[3], moved_nan[4] = 0.0, float("nan")
+    changed_last[-1] += 1
+    flags = [runtime._differs(x, same), runtime._differs(x, moved_nan), runtime._differs(x, changed_last),
+             runtime._differs(x, x[:49]), runtime._differs(x, x.double()),
+             runtime._differs(torch.arange(5), torch.arange(5)), runtime._differs(torch.arange(5), torch.arange(1, 6))]
+    assert runtime._any_true(flags) == [False, True, True, True, True, False, True]

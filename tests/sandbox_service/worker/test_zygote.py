@@ -82,3 +82,12 @@ def test_a_dead_template_is_started_again(tmp_path):
         child.close()
     finally:
         z.close()
+
+
+def test_children_are_named_after_their_role(zygote):
+    child = _spawn(zygote, "judge")
+    try:
+        assert Path(f"/proc/{child.pid}/comm").read_text().strip() == "trl-judge"
+        assert Path(f"/proc/{zygote._popen.pid}/comm").read_text().strip() == "trl-template"
+    finally:
+        child.close()
