@@ -210,32 +210,37 @@ class _ShardBuilder:
         with timer("decontaminate"):
             drops, hits = self._screen(tasks, shas, set(seen_ids), set(seen_codes))
         live = [i for i in range(len(tasks)) if i not in drops]
-        with timer("validate"):
-            results = stages.validate(self.client, [tasks[i] for i in live], self.settings.validate_options())
-        validations = {}
-        for i, result in zip(live, results):
-            if status_name(result.status) == "ok":
-                validations[i] = result
-            else:
-                drops[i] = Drop(VALIDATE, _short(f"{status_name(result.status)}: {result.reason or 'no reason given'}"))
-        train = [i for i in validations if splits[i] == "train"]
-        attempts: dict[int, list[PairAttempt]] = {i: [] for i in train}
-        verified: dict[int, tuple[TeacherSolution, EvalResult]] = {}
-        templated = [i for i in train if tasks[i].solution is not None]
-        for i in train:
-            if tasks[i].teacher_error:
-                attempts[i].append(PairAttempt(TEMPLATE, "teacher_error", _short(tasks[i].teacher_error)))
-        # Tasks without a solution go to Inductor at once, beside the verification of the templates (compiling
-        # takes tens of seconds a task on a GPU); failed templates go after it. The two touch different tasks.
-        without = [i for i in train if tasks[i].solution is None] if self.settings.use_inductor else []
+        # Train tasks without a template go to Inductor at once, beside validation (a compilation takes tens of
+        # seconds on a GPU, a shard's validations about as long); only the modules of tasks that validate are
+        # verified, beside the templates' verification. Failed templates go to Inductor after that.
+        without = [i for i in live if splits[i] == "train" and tasks[i].solution is None] \
+            if self.settings.use_inductor else []
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="data-inductor") as side:
-            early = side.submit(self._inductor, stages, tasks, without, attempts, verified, timer)
+            compiled = side.submit(self._compile, stages, tasks, without, timer)
+            with timer("validate"):
+                results = stages.validate(self.client, [tasks[i] for i in live], self.settings.validate_options())
+            validations = {}
+            for i, result in zip(live, results):
+                if status_name(result.status) == "ok":
+                    validations[i] = result
+                else:
+                    drops[i] = Drop(VALIDATE, _short(f"{status_name(result.status)}: {result.reason or 'no reason given'}"))
+            train = [i for i in validations if splits[i] == "train"]
+            attempts: dict[int, list[PairAttempt]] = {i: [] for i in train}
+            verified: dict[int, tuple[TeacherSolution, EvalResult]] = {}
+            templated = [i for i in train if tasks[i].solution is not None]
+            for i in train:
+                if tasks[i].teacher_error:
+                    attempts[i].append(PairAttempt(TEMPLATE, "teacher_error", _short(tasks[i].teacher_error)))
+            early = side.submit(lambda: self._verify_compiled(stages, tasks, compiled.result(), set(train), attempts,
+                                                              verified, timer))
             with timer("verify"):
                 self._verify(stages, tasks, templated, {i: tasks[i].solution for i in templated}, attempts,
                              verified, "verify")
             early.result()
         if self.settings.use_inductor:
-            self._inductor(stages, tasks, [i for i in templated if i not in verified], attempts, verified, timer)
+            late = self._compile(stages, tasks, [i for i in templated if i not in verified], timer)
+            self._verify_compiled(stages, tasks, late, set(train), attempts, verified, timer)
         rows: dict[int, dict[str, Any]] = {}
         with timer("tokenize"):
             for i, (solution, verdict) in sorted(verified.items()):
@@ -282,22 +287,32 @@ class _ShardBuilder:
             if status == "ok":
                 verified[i] = (solutions[i], result)
 
-    def _inductor(self, stages: StageRunner, tasks: list[GeneratedTask], indices: list[int],
-                  attempts: dict[int, list[PairAttempt]], verified: dict[int, tuple[TeacherSolution, EvalResult]],
-                  timer: _Timer) -> None:
+    def _compile(self, stages: StageRunner, tasks: list[GeneratedTask], indices: list[int],
+                 timer: _Timer) -> dict[int, Any]:
+        """Inductor's result for each of these tasks."""
         if not indices:
-            return
+            return {}
         with timer("inductor"):
-            modules = {}
-            results = stages.inductor(self.client, [tasks[i] for i in indices], self.settings.inductor_options())
-            for i, result in zip(indices, results):
-                if status_name(result.status) == "ok" and result.source.strip():
-                    modules[i] = inductor_solution(tasks[i], result)
-                else:
-                    reason = result.reason or ("an empty module" if status_name(result.status) == "ok" else "")
-                    status = "failed" if status_name(result.status) == "ok" else status_name(result.status)
-                    attempts[i].append(PairAttempt(INDUCTOR, status, _short(reason)))
-            self._verify(stages, tasks, sorted(modules), modules, attempts, verified, "verify-inductor")
+            return dict(zip(indices, stages.inductor(self.client, [tasks[i] for i in indices],
+                                                     self.settings.inductor_options())))
+
+    def _verify_compiled(self, stages: StageRunner, tasks: list[GeneratedTask], results: dict[int, Any],
+                         keep: set[int], attempts: dict[int, list[PairAttempt]],
+                         verified: dict[int, tuple[TeacherSolution, EvalResult]], timer: _Timer) -> None:
+        """Verify Inductor's modules of the tasks in `keep` (those that validated); record each failure."""
+        modules = {}
+        for i, result in sorted(results.items()):
+            if i not in keep:
+                continue
+            if status_name(result.status) == "ok" and result.source.strip():
+                modules[i] = inductor_solution(tasks[i], result)
+            else:
+                reason = result.reason or ("an empty module" if status_name(result.status) == "ok" else "")
+                status = "failed" if status_name(result.status) == "ok" else status_name(result.status)
+                attempts[i].append(PairAttempt(INDUCTOR, status, _short(reason)))
+        if modules:
+            with timer("inductor"):
+                self._verify(stages, tasks, sorted(modules), modules, attempts, verified, "verify-inductor")
 
 
 class _Selection:

@@ -11,6 +11,7 @@ import pytest
 from engine_fakes import FAKE_ENGINE, FAMILIES, FakeClient, read_jsonl, round_robin_generate, run_build
 
 from jaxrl.data.engine.stages import InfraFailure
+from sandbox_service.results import ValidationResult, ValidationStatus
 from jaxrl.data.sft_data import read_jsonl as read_sft
 
 OUTPUTS = ("sft.jsonl", "rl_tasks.jsonl", "card.md", "summary.json")
@@ -167,6 +168,43 @@ def test_inductor_modules_fill_in_where_templates_are_missing_or_fail(tmp_path):
     failed = counts["template"]["failures"]["incorrect"]
     assert failed > 0 and counts["inductor"]["failures"] == {"failed": failed}
     assert counts["inductor"]["attempted"] == counts["no_template"] + failed
+
+
+class _OddSoftmaxInvalid(FakeClient):
+    """Softmax references with an odd size fail validation; Inductor compiles every task it is asked for."""
+
+    def __init__(self):
+        super().__init__(with_inductor=True)
+        self.compiled: list[str] = []
+
+    def validate(self, reference, input_sets=(), options=None):
+        if "torch.softmax" in reference and _size(reference) % 2:
+            self._count()
+            return ValidationResult(ValidationStatus.INVALID, "degenerate outputs", "fake", "cpu")
+        return super().validate(reference, input_sets, options)
+
+    def inductor(self, reference, options=None):
+        with self._lock:
+            self.compiled.append(reference)
+        return super().inductor(reference, options)
+
+
+def test_inductor_starts_beside_validation_but_only_validated_tasks_are_verified_or_recorded(tmp_path):
+    client = _OddSoftmaxInvalid()
+    result = run_build(tmp_path, client, gpu=True, inductor=True, sft_pairs=60)
+    odd_softmax = [r for r in client.compiled if "torch.softmax" in r and _size(r) % 2]
+    assert odd_softmax  # compiled at the shard's start, before validation turned them down
+    verified = [c for c, _, _ in client.evaluated if "# ModelNew from Inductor" in c]
+    # every compiled module of a validated task is verified (rowsum's compilation fails in the fake)
+    assert len(verified) == sum(1 for r in client.compiled if "torch.rowsum" not in r and r not in odd_softmax)
+    softmax = [r for r in read_jsonl(tmp_path / "sft.jsonl") if r["family"] == "softmax"]
+    assert softmax and all(r["origin"] == "inductor" for r in softmax)
+    counts = result.summary["counts"]
+    assert counts["inductor"]["attempted"] == counts["no_template"] + counts["template"]["failures"]["incorrect"]
+
+
+def _size(reference: str) -> int:
+    return int(reference.split("torch.randn(")[1].split(",")[0])
 
 
 def test_family_names_the_engine_does_not_have_are_refused(tmp_path):
