@@ -29,13 +29,13 @@ class Model(nn.Module):
 
 
 def get_inputs():
-    return [torch.randn(4096, 1024), torch.randn(4096, 1024)]
+    return [torch.randn(16384, 1024), torch.randn(16384, 1024)]
 
 
 def get_init_inputs():
     return [1024]
 """
-OTHER_ROWS = InputSet("rows", "def get_inputs():\n    return [torch.randn(1531, 1024), torch.randn(1531, 1024)]\n")
+OTHER_ROWS = InputSet("rows", "def get_inputs():\n    return [torch.randn(6143, 1024), torch.randn(6143, 1024)]\n")
 
 
 def test_an_inductor_module_keeps_libdevice_and_passes_the_strict_verifier_with_timing(gpu_lane):
@@ -48,5 +48,5 @@ def test_an_inductor_module_keeps_libdevice_and_passes_the_strict_verifier_with_
     result = evaluate(FUSED_NORM, made.source, options, gpu_lane, input_sets=(OTHER_ROWS,))
     assert result.status == Status.OK, (result.error, result.violations)
     assert result.speedup is not None and result.candidate_time_us > 0
-    # one fused kernel against eager's several launches: clearly faster at this size
+    # one fused pass over 64 MB tensors against eager's four (layer norm, scale, add, GELU): clearly faster
     assert result.speedup > 1.0, result.speedup
