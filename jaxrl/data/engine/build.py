@@ -26,7 +26,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -154,7 +154,8 @@ def build(settings: BuildSettings, run_dir: Path, client: BuildClient, engine: E
                 timing = store.timing(index)
                 resumed += 1
             else:
-                outcomes, timing = shard_builder.build(index, selection.seen_ids, selection.seen_codes)
+                prefetch = index + 1 < settings.max_shards and not store.done(index + 1)
+                outcomes, timing = shard_builder.build(index, selection.seen_ids, selection.seen_codes, prefetch)
                 store.write(index, [o.to_dict() for o in outcomes], timing)
             selection.add(outcomes)
             timings.append(timing)
@@ -168,6 +169,7 @@ def build(settings: BuildSettings, run_dir: Path, client: BuildClient, engine: E
                 break
     finally:
         bar.close()
+        shard_builder.close()
     return _write_outputs(settings, run_dir, engine, tokens, corpus, selection, timings, resumed,
                           time.monotonic() - started)
 
@@ -193,17 +195,35 @@ class _ShardBuilder:
         self.split_of = split_of
         self.family_order = settings.family_order(engine)
         self.progress = progress
+        # Inductor's results for the next shard, compiled while this one is built ({reference: result})
+        self._ahead: dict[int, Future] = {}
+        self._ahead_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="data-inductor-ahead")
 
-    def build(self, index: int, seen_ids: set[str], seen_codes: set[str]) -> tuple[list[TaskOutcome], dict[str, Any]]:
+    def close(self) -> None:
+        """Drop compilations started for a shard that will not be built (one in flight finishes on its own)."""
+        self._ahead_pool.shutdown(wait=False, cancel_futures=True)
+
+    def _tasks(self, index: int) -> list[GeneratedTask]:
+        d = self.settings.data
+        families = shard_families(self.family_order, index, d.chunk_size)
+        tasks = self.engine.generate_tasks(shard_seed(d.seed, index), d.chunk_size, d.scale, families)
+        if len(tasks) != d.chunk_size:
+            raise RuntimeError(f"the generator made {len(tasks)} tasks for shard {index}, asked for {d.chunk_size}")
+        return tasks
+
+    def build(self, index: int, seen_ids: set[str], seen_codes: set[str], prefetch_next: bool = False
+              ) -> tuple[list[TaskOutcome], dict[str, Any]]:
+        """One shard's outcomes and timings. With `prefetch_next`, Inductor starts on the next shard's
+        untemplated train tasks meanwhile (tasks are a pure function of the seed and the shard index)."""
         d = self.settings.data
         timer = _Timer()
         retries = Retries()
         stages = StageRunner(self.settings.concurrency, d.infra_retries, retries, self.progress)
         with timer("generate"):
-            families = shard_families(self.family_order, index, d.chunk_size)
-            tasks = self.engine.generate_tasks(shard_seed(d.seed, index), d.chunk_size, d.scale, families)
-        if len(tasks) != d.chunk_size:
-            raise RuntimeError(f"the generator made {len(tasks)} tasks for shard {index}, asked for {d.chunk_size}")
+            tasks = self._tasks(index)
+        ahead = self._ahead.pop(index, None)
+        if prefetch_next and self.settings.use_inductor:
+            self._ahead[index + 1] = self._ahead_pool.submit(self._compile_ahead, index + 1)
         base = index * d.chunk_size
         splits = [self.split_of(task) for task in tasks]
         shas = [code_sha(task.code) for task in tasks]
@@ -216,7 +236,7 @@ class _ShardBuilder:
         without = [i for i in live if splits[i] == "train" and tasks[i].solution is None] \
             if self.settings.use_inductor else []
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="data-inductor") as side:
-            compiled = side.submit(self._compile, stages, tasks, without, timer)
+            compiled = side.submit(self._compiled, stages, tasks, without, ahead, timer)
             with timer("validate"):
                 results = stages.validate(self.client, [tasks[i] for i in live], self.settings.validate_options())
             validations = {}
@@ -286,6 +306,30 @@ class _ShardBuilder:
             attempts[i].append(PairAttempt(solutions[i].origin, status, "" if status == "ok" else _eval_reason(result)))
             if status == "ok":
                 verified[i] = (solutions[i], result)
+
+    def _compile_ahead(self, index: int) -> dict[str, Any]:
+        """Inductor's result for each untemplated train task of shard `index` that is no KernelBench twin
+        ({reference: result}); tasks that turn out to repeat an earlier one are simply not looked up."""
+        tasks = self._tasks(index)
+        chosen = [i for i, task in enumerate(tasks) if task.solution is None and self.split_of(task) == "train"
+                  and self.decontamination.check(task.code) is None]
+        stages = StageRunner(self.settings.concurrency, self.settings.data.infra_retries, Retries(), progress=False)
+        return {tasks[i].code: result for i, result in self._compile(stages, tasks, chosen, _Timer()).items()}
+
+    def _compiled(self, stages: StageRunner, tasks: list[GeneratedTask], indices: list[int], ahead: Future | None,
+                  timer: _Timer) -> dict[int, Any]:
+        """Inductor's results for these tasks: from the compilation started during the previous shard where
+        there was one, the rest compiled now."""
+        known: dict[str, Any] = {}
+        if ahead is not None:
+            with timer("inductor"):
+                try:
+                    known = ahead.result()
+                except Exception as exc:  # noqa: BLE001 - compiled again below; a real fault shows up there
+                    log.warning("compiling the shard's references ahead failed (%s); compiling them now", exc)
+        results = {i: known[tasks[i].code] for i in indices if tasks[i].code in known}
+        results.update(self._compile(stages, tasks, [i for i in indices if i not in results], timer))
+        return results
 
     def _compile(self, stages: StageRunner, tasks: list[GeneratedTask], indices: list[int],
                  timer: _Timer) -> dict[int, Any]:
