@@ -168,6 +168,28 @@ class SandboxClient:
             return ValidationResult(ValidationStatus.INFRA_ERROR, reason=f"sandbox unavailable: {answer}")
         return validation_from_pb(answer.result)
 
+    def validate_batch(
+        self,
+        items: Sequence[tuple[str, Sequence[InputSet]]],
+        options: ValidateOptions | None = None,
+        *,
+        timeout_s: float | None = None,
+        request_id: str = "",
+    ) -> list[ValidationResult]:
+        """Validate several references (at most 64) with the same options in shared validator processes (the
+        `ValidateBatch` call: for one's own generated references). One result per item, in order; never
+        raises for server trouble (infra_error results instead)."""
+        request = pb.ValidateBatchRequest(request_id=request_id, options=validate_options_to_pb(options))
+        for reference, input_sets in items:
+            item = request.items.add(reference_source=reference)
+            input_sets_to_pb(input_sets, item.input_sets)
+        wait = timeout_s or max(self.timeout_s, len(items) * (options or ValidateOptions()).timeout_s + 60.0)
+        answer = self._call("ValidateBatch", request, wait)
+        if isinstance(answer, str):
+            return [ValidationResult(ValidationStatus.INFRA_ERROR, reason=f"sandbox unavailable: {answer}")
+                    for _ in items]
+        return [validation_from_pb(result) for result in answer.results]
+
     def inductor(self, reference: str, options: InductorOptions | None = None, *, timeout_s: float | None = None,
                  request_id: str = "") -> InductorResult:
         """A standalone ModelNew of TorchInductor's kernels for the reference (not verified: evaluate it).

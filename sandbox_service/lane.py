@@ -117,32 +117,37 @@ class Lane:
         return child
 
     @contextlib.contextmanager
-    def reference_process(self, role: str, reference_source: str,
-                          memory_limit_mb: int) -> Iterator[tuple[Child, Path, Callable[..., float]]]:
-        """A fresh `role` process (validator, inductor) for one job on a reference that may be unknown, with
-        `reference.py` in its job folder, its memory watched, killed before its GPU memory is given back.
-        Also yields `hold(estimate_bytes, cancelled)`: the process estimates what the reference needs before
-        touching the GPU (worker/sizing.py) and the conversation holds that much of the budget with it (half
-        the budget when the estimate is None: a full-size KernelBench problem can need tens of GB); it
-        returns the seconds spent waiting for the memory. ChildStartError when the process cannot start."""
+    def reference_process(self, role: str, reference_sources: Sequence[str], memory_limit_mb: int
+                          ) -> Iterator[tuple[Child, list[Path], Callable[..., float]]]:
+        """A fresh `role` process (validator, inductor) for jobs on references that may be unknown, with each
+        reference written to its job folder (their paths are yielded), its memory watched, killed before its
+        GPU memory is given back. Also yields `hold(estimate_bytes, cancelled)`: before a reference touches
+        the GPU the process estimates what it needs (worker/sizing.py) and the conversation holds that much of
+        the budget in place of what it held for the previous reference (half the budget when the estimate is
+        None: a full-size KernelBench problem can need tens of GB); it returns the seconds spent waiting for
+        the memory. ChildStartError when the process cannot start."""
         job_dir = Path(tempfile.mkdtemp(prefix=f"tritonrl-{role}-", dir=self.work_root))
         child = None
-        with contextlib.ExitStack() as held:
+        held = contextlib.ExitStack()
 
-            def hold(estimate_bytes: int | None, cancelled: Callable[[], bool] = lambda: False) -> float:
-                return held.enter_context(self.memory.reserve(self.reference_bytes(estimate_bytes), cancelled))
+        def hold(estimate_bytes: int | None, cancelled: Callable[[], bool] = lambda: False) -> float:
+            held.close()  # the process asks for the next reference's memory after freeing the previous one's
+            return held.enter_context(self.memory.reserve(self.reference_bytes(estimate_bytes), cancelled))
 
-            try:
-                (job_dir / "reference.py").write_text(reference_source)
-                child = self.spawn(role)
-                wait_ready(child, READY_TIMEOUT_S)
-                child.watch_memory(memory_limit_mb)
-                yield child, job_dir, hold
-                child.kill()
-            finally:
-                if child is not None:
-                    child.close()  # before `held` gives its memory back
-                shutil.rmtree(job_dir, ignore_errors=True)
+        try:
+            paths = [job_dir / f"reference_{index}.py" for index in range(len(reference_sources))]
+            for path, source in zip(paths, reference_sources):
+                path.write_text(source)
+            child = self.spawn(role)
+            wait_ready(child, READY_TIMEOUT_S)
+            child.watch_memory(memory_limit_mb)
+            yield child, paths, hold
+            child.kill()
+        finally:
+            if child is not None:
+                child.close()  # before its memory is given back
+            held.close()
+            shutil.rmtree(job_dir, ignore_errors=True)
 
     def reference_bytes(self, estimate_bytes: int | None) -> int:
         """GPU memory to hold for a reference process: its context and the estimate with room to spare (at

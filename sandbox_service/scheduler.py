@@ -29,7 +29,7 @@ from sandbox_service.options import EvalOptions, InductorOptions, InputSet, Vali
 from sandbox_service.results import (
     EvalResult, InductorResult, InductorStatus, Status, ValidationResult, ValidationStatus,
 )
-from sandbox_service.validation import validate
+from sandbox_service.validation import validate, validate_batch
 from sandbox_service.verifier.llm_judge import Judge
 
 log = logging.getLogger(__name__)
@@ -94,6 +94,13 @@ def validation_job(reference_source: str, input_sets: tuple[InputSet, ...], opti
     return Job(
         work=lambda lane, cancel: validate(reference_source, input_sets, options, lane, cancel),
         failed=lambda error: ValidationResult(ValidationStatus.INFRA_ERROR, reason=error),
+    )
+
+
+def validation_batch_job(items: list[tuple[str, tuple[InputSet, ...]]], options: ValidateOptions) -> Job:
+    return Job(
+        work=lambda lane, cancel: validate_batch(items, options, lane, cancel),
+        failed=lambda error: [ValidationResult(ValidationStatus.INFRA_ERROR, reason=error) for _ in items],
     )
 
 

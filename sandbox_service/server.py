@@ -36,8 +36,9 @@ from sandbox_service.results import EvalResult, Status
 from sandbox_service.verifier.llm_judge import JudgeConfig, OpenAIChatJudge
 from sandbox_service.scheduler import (
     Job, QueueFull, Scheduler, SchedulerConfig, ShuttingDown, default_workers, evaluation_job, inductor_job,
-    validation_job,
+    validation_batch_job, validation_job,
 )
+from sandbox_service.validation import MAX_BATCH
 from tritonrl.sandbox.v1 import sandbox_pb2 as pb
 from tritonrl.sandbox.v1 import sandbox_pb2_grpc as pb_grpc
 
@@ -95,6 +96,21 @@ class SandboxServicer(pb_grpc.SandboxServicer):
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
         result = self._run_unary(job, context)
         return pb.ValidateResponse(request_id=request.request_id, result=validation_to_pb(result))
+
+    def ValidateBatch(self, request, context):
+        try:
+            if not 0 < len(request.items) <= MAX_BATCH:
+                raise ValueError(f"a batch holds 1 to {MAX_BATCH} items, got {len(request.items)}")
+            items = []
+            for index, item in enumerate(request.items):
+                if not item.reference_source.strip():
+                    raise ValueError(f"item {index}: reference_source is required")
+                items.append((item.reference_source, input_sets_from_pb(item.input_sets)))
+            job = validation_batch_job(items, validate_options_from_pb(request.options))
+        except ValueError as exc:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        results = self._run_unary(job, context)
+        return pb.ValidateBatchResponse(request_id=request.request_id, results=[validation_to_pb(r) for r in results])
 
     def Inductor(self, request, context):
         try:

@@ -1,9 +1,13 @@
-"""A reference validated against itself, in a fresh process of its own (the `Validate` call).
+"""References validated against themselves (the `Validate` and `ValidateBatch` calls).
 
 Used to admit generated or user-given tasks: the reference must build, run on several seeds, give finite,
 deterministic, non-degenerate outputs that follow its inputs, fit the memory limit and, on the GPU, take at
-least `min_ref_time_us` (timed with the GPU to itself, like a candidate). Whatever goes wrong costs only
-the validator's process: a hang is `timeout`, a memory blow-up or a crash is `invalid` with its reason.
+least `min_ref_time_us` (timed with the GPU to itself, like a candidate). `Validate` runs one reference in a
+fresh process of its own; `ValidateBatch` runs several one after another in a shared process, so that a
+data build pays one process and CUDA context for many references (the pace of its validations on a GPU,
+where contexts are made one at a time). Whatever goes wrong costs only the reference that caused it: a
+hang is `timeout` and a memory blow-up or a crash is `invalid`, each with its reason, and the references
+after it go on in a fresh process.
 """
 
 from __future__ import annotations
@@ -12,13 +16,15 @@ import secrets
 import threading
 import time
 from collections.abc import Sequence
-from pathlib import Path
 
 from sandbox_service.lane import VALIDATOR, Lane, reference_key
 from sandbox_service.options import InputSet, ValidateOptions
 from sandbox_service.results import InputSetReport, TimingStats, ValidationResult, ValidationStatus, truncate
 from sandbox_service.worker.conversation import Cancelled, Deadline, MessageStream, hold_memory
 from sandbox_service.worker.zygote import ChildStartError
+
+MAX_BATCH = 64
+Item = tuple[str, Sequence[InputSet]]
 
 
 def validate(
@@ -28,48 +34,96 @@ def validate(
     lane: Lane,
     cancel: threading.Event | None = None,
 ) -> ValidationResult:
-    started = time.monotonic()
-    result = ValidationResult(ValidationStatus.INFRA_ERROR, backend=lane.backend)
-    try:
-        with lane.reference_process(VALIDATOR, reference_source, options.memory_limit_mb) as (child, job_dir, hold):
-            _converse(child, job_dir, hold, input_sets, options, lane, cancel, result)
+    return validate_batch([(reference_source, input_sets)], options, lane, cancel)[0]
+
+
+def validate_batch(items: Sequence[Item], options: ValidateOptions, lane: Lane,
+                   cancel: threading.Event | None = None) -> list[ValidationResult]:
+    """One result per item, in order; the items share validator processes (see the module docstring)."""
+    results: list[ValidationResult | None] = [None] * len(items)
+    start = 0
+    while start < len(items):
+        try:
+            with lane.reference_process(VALIDATOR, [source for source, _ in items[start:]],
+                                        options.memory_limit_mb) as (child, paths, hold):
+                start = _converse(child, paths, hold, items, start, options, lane, cancel, results)
+        except ChildStartError as exc:
+            _fill(results, start, ValidationStatus.INFRA_ERROR, truncate(str(exc)), lane)
+            break
+        except Cancelled:
+            _fill(results, start, ValidationStatus.INFRA_ERROR, "cancelled: the caller went away", lane)
+            break
+    for (source, input_sets), result in zip(items, results):
         if result.ok:  # evaluations of this reference need not reserve half the GPU for it
-            lane.reference_sizes[reference_key(reference_source, input_sets)] = (
+            lane.reference_sizes[reference_key(source, input_sets)] = (
                 max(r.input_bytes for r in result.input_sets), max(r.output_bytes for r in result.input_sets))
-    except ChildStartError as exc:
-        result.status, result.reason = ValidationStatus.INFRA_ERROR, truncate(str(exc))
-    except Cancelled:
-        result.status, result.reason = ValidationStatus.INFRA_ERROR, "cancelled: the caller went away"
-    result.duration_s = round(time.monotonic() - started, 4)
-    return result
+    return results  # type: ignore[return-value]
 
 
-def _converse(child, job_dir: Path, hold, input_sets, options: ValidateOptions, lane: Lane, cancel, result) -> None:
+def _fill(results: list, start: int, status: ValidationStatus, reason: str, lane: Lane) -> None:
+    for index in range(start, len(results)):
+        if results[index] is None:
+            results[index] = ValidationResult(status, reason=reason, backend=lane.backend)
+
+
+def _converse(child, paths, hold, items: Sequence[Item], start: int, options: ValidateOptions, lane: Lane,
+              cancel, results: list) -> int:
+    """Validate items[start:] in this process; returns the index to go on from (len(items) when done). An item
+    whose process dies or hangs gets its result here, and the rest go on in a fresh process."""
     nonce = secrets.token_hex(16)
     messages = MessageStream(child, nonce)
-    deadline = Deadline(lane.freezer, options.timeout_s)
     timed = options.time and lane.backend == "cuda"
+    count = len(items) - start
     child.send({
-        "type": "job", "nonce": nonce, "backend": lane.backend, "reference_path": str(job_dir / "reference.py"),
-        "input_sets": [s.to_dict() for s in input_sets], "seed": options.seed, "seeds": options.seeds,
+        "type": "job", "nonce": nonce, "backend": lane.backend,
+        "items": [{"reference_path": str(path), "input_sets": [s.to_dict() for s in sets]}
+                  for path, (_, sets) in zip(paths, items[start:])],
+        "seed": options.seed, "seeds": options.seeds,
         "tolerances": {k: list(v) for k, v in options.tolerances.items()}, "time": timed,
         "warmup_runs": options.warmup_runs, "timing_runs": options.timing_runs,
-        "memory_limit_mb": options.memory_limit_mb, "file_limit_mb": 65536, "cpu_limit_s": int(options.timeout_s * 2) + 30,
+        "memory_limit_mb": options.memory_limit_mb, "file_limit_mb": 65536,
+        "cpu_limit_s": (int(options.timeout_s * 2) + 30) * count,
     })
+    for index in range(start, len(items)):
+        result = ValidationResult(ValidationStatus.INFRA_ERROR, backend=lane.backend)
+        began = time.monotonic()
+        deadline = Deadline(lane.freezer, options.timeout_s)
+        finished = _converse_item(child, messages, hold, options, lane, cancel, deadline, timed, result)
+        result.duration_s = round(time.monotonic() - began, 4)
+        if finished is None:  # the process died before the item began: not its fault, go on in a fresh one
+            if index == start:
+                result.reason = "the validator process " + child.describe_exit() + " before starting"
+                results[index] = result
+                return index + 1
+            return index
+        results[index] = result
+        if not finished:
+            return index + 1
+    return len(items)
+
+
+def _converse_item(child, messages: MessageStream, hold, options: ValidateOptions, lane: Lane, cancel,
+                   deadline: Deadline, timed: bool, result: ValidationResult) -> bool | None:
+    """One item's messages, from `begin` to `done`. True when the process can go on with the next item, False
+    when it was killed (a hang, a crash, a memory blow-up: the item's result says which), None when it died
+    before the item began."""
+    began = False
     while True:
         try:
             message = messages.next(deadline, cancel)
         except TimeoutError:
             result.status, result.reason = ValidationStatus.TIMEOUT, f"did not finish within {options.timeout_s:.0f} s"
-            return
+            child.kill()
+            return False
         kind = message["type"]
-        if kind == "estimate":
+        if kind == "begin":
+            began = True
+        elif kind == "estimate":
             hold_memory(child, hold, message, deadline, cancel)
         elif kind == "set_report":
             result.input_sets.append(InputSetReport(name=message["name"], **message["report"]))
         elif kind == "load_error":
             result.status, result.reason = ValidationStatus.INVALID, "does not load: " + truncate(message["error"], 1500)
-            return
         elif kind == "ready_to_time":
             with lane.gate.exclusive(), lane.freezer.others_frozen(keep=child):
                 child.send({"type": "time"})
@@ -79,21 +133,29 @@ def _converse(child, job_dir: Path, hold, input_sets, options: ValidateOptions, 
                 result.input_sets[0].ref_time_us = result.ref_timing.median_us
             elif answer["type"] == "timing_error":
                 result.status, result.reason = ValidationStatus.INVALID, "fails when timed: " + truncate(answer["error"], 1500)
-                return
+            else:
+                return _died(child, answer, options, result, began)
         elif kind == "done":
             result.device = message.get("device", "")
-            _conclude(result, options, timed)
-            return
+            if result.status != ValidationStatus.INVALID:
+                _conclude(result, options, timed)
+            return True
         elif kind in ("exited", "garbled", "internal_error"):
-            child.kill()
-            if child.memory_exceeded:
-                reason = f"exceeds the memory limit of {options.memory_limit_mb} MB"
-            else:
-                reason = f"the validator process {child.describe_exit()}: {child.output()[-1000:]}"
-                if kind == "internal_error":
-                    reason = "validator error: " + truncate(message.get("error", ""), 1500)
-            result.status, result.reason = ValidationStatus.INVALID, reason
-            return
+            return _died(child, message, options, result, began)
+
+
+def _died(child, message: dict, options: ValidateOptions, result: ValidationResult, began: bool) -> bool | None:
+    child.kill()
+    if not began and message["type"] == "exited" and not child.memory_exceeded:
+        return None
+    if child.memory_exceeded:
+        reason = f"exceeds the memory limit of {options.memory_limit_mb} MB"
+    elif message["type"] == "internal_error":
+        reason = "validator error: " + truncate(message.get("error", ""), 1500)
+    else:
+        reason = f"the validator process {child.describe_exit()}: {child.output()[-1000:]}"
+    result.status, result.reason = ValidationStatus.INVALID, reason
+    return False
 
 
 def _conclude(result: ValidationResult, options: ValidateOptions, timed: bool) -> None:

@@ -24,8 +24,8 @@ def compile_with_inductor(reference_source: str, options: InductorOptions, lane:
     started = time.monotonic()
     result = InductorResult(InductorStatus.INFRA_ERROR, backend=lane.backend)
     try:  # compiling runs the model on the reference's inputs: the process of an unknown reference
-        with lane.reference_process(INDUCTOR, reference_source, options.memory_limit_mb) as (child, job_dir, hold):
-            _converse(child, job_dir, hold, options, lane, cancel, result)
+        with lane.reference_process(INDUCTOR, [reference_source], options.memory_limit_mb) as (child, paths, hold):
+            _converse(child, paths[0], hold, options, lane, cancel, result)
     except ChildStartError as exc:
         result.status, result.reason = InductorStatus.INFRA_ERROR, truncate(str(exc))
     except Cancelled:
@@ -34,13 +34,13 @@ def compile_with_inductor(reference_source: str, options: InductorOptions, lane:
     return result
 
 
-def _converse(child, job_dir: Path, hold, options: InductorOptions, lane: Lane, cancel,
+def _converse(child, reference_path: Path, hold, options: InductorOptions, lane: Lane, cancel,
               result: InductorResult) -> None:
     nonce = secrets.token_hex(16)
     messages = MessageStream(child, nonce)
     child.send({
-        "type": "job", "nonce": nonce, "backend": lane.backend, "reference_path": str(job_dir / "reference.py"),
-        "cache_dir": str(job_dir / "inductor-cache"), "seed": options.seed, "memory_limit_mb": options.memory_limit_mb,
+        "type": "job", "nonce": nonce, "backend": lane.backend, "reference_path": str(reference_path),
+        "cache_dir": str(reference_path.parent / "inductor-cache"), "seed": options.seed, "memory_limit_mb": options.memory_limit_mb,
         "file_limit_mb": 4096, "cpu_limit_s": int(options.timeout_s * 2) + 30,
     })
     deadline = Deadline(lane.freezer, options.timeout_s)

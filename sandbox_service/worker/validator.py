@@ -7,8 +7,10 @@ constant or zeros would not pass the tolerance). Its peak memory is measured, an
 while the server holds the GPU for it alone. A reference that raises, hangs or blows its memory costs
 only this process.
 
-Messages: estimate (the memory the reference needs, worker/sizing.py) -> on "go": set_report per input set,
-then (timed) ready_to_time -> on "time": timing; finally done.
+A job holds one or more references (`ValidateBatch`), validated one after another. Messages per reference:
+begin, then load_error, or estimate (the memory it needs, worker/sizing.py) -> on "go": set_report per
+input set, then (timed) ready_to_time -> on "time": timing; finally done. Between references the process
+frees what the last one left on the GPU.
 """
 
 from __future__ import annotations
@@ -107,19 +109,30 @@ def _peak_memory_mb(device: torch.device) -> float:
 
 
 def run(job: dict, emit: Emit, control: Receiver) -> None:
+    """Validate each of the job's items in turn; a reference's failure is its own report, never the process's."""
     device = harness.device_for(job["backend"])
     table = {k: tuple(v) for k, v in job["tolerances"].items()}
 
     def tolerances(dtype: str) -> tuple[float, float]:
         return table.get(dtype, DEFAULT_TOLERANCE)
 
+    for index, item in enumerate(job["items"]):
+        emit("begin", index=index)
+        if not _validate(item, job, device, tolerances, emit, control):
+            return
+        emit("done", device=harness.device_name(job["backend"]))
+        harness.release_memory(device)
+
+
+def _validate(item: dict, job: dict, device: torch.device, tolerances, emit: Emit, control: Receiver) -> bool:
+    """One reference's messages before its `done`; False when the server ended the job."""
     try:
-        sets = harness.load_problem_sets(job["reference_path"], job["input_sets"], int(job["seed"]))
+        sets = harness.load_problem_sets(item["reference_path"], item["input_sets"], int(job["seed"]))
     except BaseException as exc:  # noqa: BLE001
         emit("load_error", error=harness.format_exception(exc))
-        return
+        return True
     if not sizing.ask_for_memory([module for _, module in sets], emit, control):
-        return
+        return False
     timed_model = None
     for index, (name, module) in enumerate(sets):
         report, model = _check_set(module, job, device, tolerances)
@@ -132,13 +145,14 @@ def run(job: dict, emit: Emit, control: Receiver) -> None:
         from sandbox_service import timing
 
         emit("ready_to_time")
-        if control.receive().get("type") == "time":
-            seed = int(job["seed"])
-            inputs = harness.trial_inputs(sets[0][1], harness.trial_seeds(seed, 1)[0], device)
-            try:
-                stats = timing.time_cuda(lambda: timed_model(*inputs), warmup=job["warmup_runs"],
-                                         runs=job["timing_runs"], method=timing.CUDA_EVENTS)
-                emit("timing", stats=stats.__dict__)
-            except BaseException as exc:  # noqa: BLE001
-                emit("timing_error", error=harness.format_exception(exc))
-    emit("done", device=harness.device_name(job["backend"]))
+        if control.receive().get("type") != "time":
+            return False
+        seed = int(job["seed"])
+        inputs = harness.trial_inputs(sets[0][1], harness.trial_seeds(seed, 1)[0], device)
+        try:
+            stats = timing.time_cuda(lambda: timed_model(*inputs), warmup=job["warmup_runs"],
+                                     runs=job["timing_runs"], method=timing.CUDA_EVENTS)
+            emit("timing", stats=stats.__dict__)
+        except BaseException as exc:  # noqa: BLE001
+            emit("timing_error", error=harness.format_exception(exc))
+    return True

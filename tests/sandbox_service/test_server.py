@@ -13,8 +13,8 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from sandbox_cases import CHEAT, CORRECT, INCORRECT, REFERENCE, fixture_candidate
 from sandbox_service.client import Pair, RetryPolicy, SandboxClient
 from sandbox_service.convert import options_to_pb, result_from_pb
-from sandbox_service.options import EvalOptions
-from sandbox_service.results import Status
+from sandbox_service.options import EvalOptions, ValidateOptions
+from sandbox_service.results import Status, ValidationStatus
 from sandbox_service.server import SandboxServer, ServerConfig
 from tritonrl.sandbox.v1 import sandbox_pb2 as pb
 from tritonrl.sandbox.v1 import sandbox_pb2_grpc as pb_grpc
@@ -70,6 +70,16 @@ def test_concurrent_requests_through_the_client(server):
     with SandboxClient([server.address], default_options=OPTIONS) as client:
         results = dict(client.evaluate_many(pairs, max_concurrency=4))
     assert [results[i].status for i in range(4)] == [Status.OK, Status.INCORRECT, Status.OK, Status.RUNTIME_ERROR]
+
+
+def test_validate_batch_through_the_client(server):
+    broken = REFERENCE.replace("def forward(", "def forward_unused(")
+    with SandboxClient([server.address]) as client:
+        results = client.validate_batch([(REFERENCE, []), (broken, []), (REFERENCE, [])],
+                                        ValidateOptions(seeds=2, timeout_s=60))
+        assert [r.status for r in results] == [ValidationStatus.OK, ValidationStatus.INVALID, ValidationStatus.OK]
+        with pytest.raises(ValueError, match="a batch holds 1 to 64 items"):
+            client.validate_batch([])
 
 
 def test_client_stream(server):

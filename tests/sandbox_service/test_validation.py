@@ -7,7 +7,7 @@ import pytest
 from sandbox_cases import REFERENCE
 from sandbox_service.options import InputSet, ValidateOptions
 from sandbox_service.results import ValidationStatus
-from sandbox_service.validation import validate
+from sandbox_service.validation import validate, validate_batch
 
 OPTIONS = ValidateOptions(seeds=3, timeout_s=60, memory_limit_mb=4096)
 
@@ -63,3 +63,38 @@ def test_a_hang_is_a_timeout_and_a_memory_blowup_is_invalid(cpu_lane):
 def test_a_module_that_does_not_load_is_invalid(cpu_lane):
     result = validate("import torch\nraise ImportError('no such thing')\n", [], OPTIONS, cpu_lane)
     assert result.status == ValidationStatus.INVALID and "does not load" in result.reason
+
+
+def test_a_batch_gives_each_reference_its_own_verdict_and_goes_on_after_a_hang_or_a_crash(cpu_lane, monkeypatch):
+    spawned = []
+    spawn = cpu_lane.spawn
+    monkeypatch.setattr(cpu_lane, "spawn", lambda role: spawned.append(role) or spawn(role))
+    wide = InputSet("wide", "def get_inputs():\n    return [torch.randn(8, 4096), torch.randn(8, 4096)]\n")
+    hog = _variant("        self.hog = torch.ones(64 * 2**20, 16)\n        return a + b")
+    items = [
+        (REFERENCE, [wide]),
+        (_variant("        raise RuntimeError('broken forward')"), []),
+        ("import torch\nraise ImportError('no such thing')\n", []),
+        (_variant("        while True:\n            pass"), []),  # killed at the timeout: a fresh process goes on
+        (_variant("        return a - b"), []),
+        (_variant("        import os\n        os._exit(3)"), []),  # its process dies: a fresh one goes on
+        (hog, []),  # its allocation fails under the address-space limit: an error of its own
+        (REFERENCE, []),
+    ]
+    results = validate_batch(items, ValidateOptions(seeds=3, timeout_s=8, memory_limit_mb=1024), cpu_lane)
+    assert [r.status for r in results] == [
+        ValidationStatus.OK, ValidationStatus.INVALID, ValidationStatus.INVALID, ValidationStatus.TIMEOUT,
+        ValidationStatus.OK, ValidationStatus.INVALID, ValidationStatus.INVALID, ValidationStatus.OK,
+    ], [r.reason for r in results]
+    assert [r.name for r in results[0].input_sets] == ["default", "wide"]
+    assert "broken forward" in results[1].reason and "does not load" in results[2].reason
+    assert "validator process" in results[5].reason and "memory" in results[6].reason
+    assert all(r.duration_s > 0 for r in results)
+    assert spawned == ["validator"] * 3  # the first process, and a fresh one after the hang and the crash
+
+
+def test_one_reference_is_a_batch_of_one(cpu_lane):
+    single = validate(REFERENCE, [], OPTIONS, cpu_lane)
+    batched = validate_batch([(REFERENCE, [])], OPTIONS, cpu_lane)
+    assert len(batched) == 1 and batched[0].status == single.status == ValidationStatus.OK
+    assert batched[0].input_sets[0].output_shapes == single.input_sets[0].output_shapes

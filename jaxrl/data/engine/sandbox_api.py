@@ -1,5 +1,6 @@
 """The sandbox calls the build makes: reference validation, teacher-pair verification, Inductor modules
-(`SandboxClient.validate`, `.evaluate` with input sets, `.inductor`; types from sandbox_service)."""
+(`SandboxClient.validate_batch` and `.validate`, `.evaluate` with input sets, `.inductor`; types from
+sandbox_service)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,9 @@ class BuildClient(Protocol):
 
     def validate(self, reference: str, input_sets: Sequence[InputSet] = (),
                  options: ValidateOptions | None = None) -> ValidationResult: ...
+
+    def validate_batch(self, items: Sequence[tuple[str, Sequence[InputSet]]],
+                       options: ValidateOptions | None = None) -> list[ValidationResult]: ...
 
     def evaluate(self, reference: str, candidate: str, options: EvalOptions | None = None, *,
                  input_sets: Sequence[InputSet] = ()) -> EvalResult: ...

@@ -47,6 +47,11 @@ class Retries:
             self.counts[stage] = self.counts.get(stage, 0) + 1
 
 
+# References per ValidateBatch call: a shard's 128 tasks make 16 calls, about one per sandbox worker of a GPU
+# server, and 16 validator processes instead of 128 (on a GPU each costs a CUDA context, made one at a time).
+VALIDATE_BATCH = 8
+
+
 @dataclasses.dataclass(frozen=True)
 class StageRunner:
     concurrency: int
@@ -90,8 +95,21 @@ class StageRunner:
 
     def validate(self, client: BuildClient, tasks: Sequence[GeneratedTask],
                  options: ValidateOptions) -> list[ValidationResult]:
-        return self.run("validate", tasks, lambda t: client.validate(t.code, t.input_sets, options),
-                        lambda r: status_name(r.status) == INFRA, lambda t: f"task {t.task_id}")
+        """In batches of VALIDATE_BATCH references per call (one validator process each, not one per task);
+        the tasks that got infra_error are then validated alone, with the stage's retries."""
+        batches = [tasks[start: start + VALIDATE_BATCH] for start in range(0, len(tasks), VALIDATE_BATCH)]
+        batched = self.run("validate", batches,
+                           lambda batch: client.validate_batch([(t.code, t.input_sets) for t in batch], options),
+                           lambda results: False, lambda batch: f"{len(batch)} tasks")
+        results = [result for batch_results in batched for result in batch_results]
+        again = [i for i, result in enumerate(results) if status_name(result.status) == INFRA]
+        retried = self.run("validate", [tasks[i] for i in again],
+                           lambda t: client.validate(t.code, t.input_sets, options),
+                           lambda r: status_name(r.status) == INFRA, lambda t: f"task {t.task_id}")
+        for i, result in zip(again, retried):
+            self.counter.add("validate")
+            results[i] = result
+        return results
 
     def verify(self, client: BuildClient, pairs: Sequence[tuple[GeneratedTask, TeacherSolution]],
                options: EvalOptions, stage: str = "verify") -> list[EvalResult]:

@@ -54,6 +54,11 @@ class SandboxStub:
                 request_serializer=tritonrl_dot_sandbox_dot_v1_dot_sandbox__pb2.ValidateRequest.SerializeToString,
                 response_deserializer=tritonrl_dot_sandbox_dot_v1_dot_sandbox__pb2.ValidateResponse.FromString,
                 _registered_method=True)
+        self.ValidateBatch = channel.unary_unary(
+                '/tritonrl.sandbox.v1.Sandbox/ValidateBatch',
+                request_serializer=tritonrl_dot_sandbox_dot_v1_dot_sandbox__pb2.ValidateBatchRequest.SerializeToString,
+                response_deserializer=tritonrl_dot_sandbox_dot_v1_dot_sandbox__pb2.ValidateBatchResponse.FromString,
+                _registered_method=True)
         self.Inductor = channel.unary_unary(
                 '/tritonrl.sandbox.v1.Sandbox/Inductor',
                 request_serializer=tritonrl_dot_sandbox_dot_v1_dot_sandbox__pb2.InductorRequest.SerializeToString,
@@ -97,6 +102,18 @@ class SandboxServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ValidateBatch(self, request, context):
+        """Validate several references with the same options, one after another in shared validator processes
+        (for a data build's own generated references: one process and CUDA context for many). A reference
+        that raises, is invalid or runs out of GPU memory costs only its own result; one that hangs or kills
+        its process costs its own result too, and the references after it go on in a fresh process. Results
+        come back in request order. A reference that changes global state (monkeypatches torch, say) could
+        affect those after it in its process: validate untrusted references with Validate instead.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Inductor(self, request, context):
         """Compile a reference with TorchInductor (dynamic shapes, whole graph) and return Inductor's output as a
         standalone ModelNew module: plain @triton.jit kernels with explicit grids and block sizes, no
@@ -129,6 +146,11 @@ def add_SandboxServicer_to_server(servicer, server):
                     servicer.Validate,
                     request_deserializer=tritonrl_dot_sandbox_dot_v1_dot_sandbox__pb2.ValidateRequest.FromString,
                     response_serializer=tritonrl_dot_sandbox_dot_v1_dot_sandbox__pb2.ValidateResponse.SerializeToString,
+            ),
+            'ValidateBatch': grpc.unary_unary_rpc_method_handler(
+                    servicer.ValidateBatch,
+                    request_deserializer=tritonrl_dot_sandbox_dot_v1_dot_sandbox__pb2.ValidateBatchRequest.FromString,
+                    response_serializer=tritonrl_dot_sandbox_dot_v1_dot_sandbox__pb2.ValidateBatchResponse.SerializeToString,
             ),
             'Inductor': grpc.unary_unary_rpc_method_handler(
                     servicer.Inductor,
@@ -244,6 +266,33 @@ class Sandbox:
             '/tritonrl.sandbox.v1.Sandbox/Validate',
             tritonrl_dot_sandbox_dot_v1_dot_sandbox__pb2.ValidateRequest.SerializeToString,
             tritonrl_dot_sandbox_dot_v1_dot_sandbox__pb2.ValidateResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ValidateBatch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tritonrl.sandbox.v1.Sandbox/ValidateBatch',
+            tritonrl_dot_sandbox_dot_v1_dot_sandbox__pb2.ValidateBatchRequest.SerializeToString,
+            tritonrl_dot_sandbox_dot_v1_dot_sandbox__pb2.ValidateBatchResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -155,6 +155,7 @@ class FakeClient:
         self.with_inductor = with_inductor
         self.calls = 0
         self.validations: Counter[str] = Counter()
+        self.batches: list[int] = []  # the size of each validate_batch call
         self.evaluated: list[tuple[str, tuple[InputSet, ...], EvalOptions]] = []
         self._lock = threading.Lock()
 
@@ -177,6 +178,12 @@ class FakeClient:
         reports = [InputSetReport("default", True, peak_memory_mb=1.5),
                    *(InputSetReport(s.name, True, peak_memory_mb=2.0) for s in input_sets)]
         return ValidationResult(ValidationStatus.OK, "", "fake", "cpu", reports)
+
+    def validate_batch(self, items: Sequence[tuple[str, Sequence[InputSet]]],
+                       options: ValidateOptions | None = None) -> list[ValidationResult]:
+        with self._lock:
+            self.batches.append(len(items))
+        return [self.validate(reference, input_sets, options) for reference, input_sets in items]
 
     def evaluate(self, reference: str, candidate: str, options: EvalOptions | None = None, *,
                  input_sets: Sequence[InputSet] = ()) -> EvalResult:

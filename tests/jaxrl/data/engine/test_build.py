@@ -10,7 +10,7 @@ import re
 import pytest
 from engine_fakes import FAKE_ENGINE, FAMILIES, FakeClient, read_jsonl, round_robin_generate, run_build
 
-from jaxrl.data.engine.stages import InfraFailure
+from jaxrl.data.engine.stages import VALIDATE_BATCH, InfraFailure
 from sandbox_service.results import ValidationResult, ValidationStatus
 from jaxrl.data.sft_data import read_jsonl as read_sft
 
@@ -95,6 +95,13 @@ def test_infra_errors_are_retried_and_counted_not_charged_to_the_task(tmp_path):
     assert result.summary["timing"]["retries"]["validate"] > 0  # each flaky reference failed once
     assert any(r["family"] == "flaky" for r in read_jsonl(tmp_path / "rl_tasks.jsonl"))
     assert not any(d["reason"].startswith("infra") for d in result.summary["counts"]["drops"])
+
+
+def test_references_are_validated_in_batches_sharing_a_process(tmp_path):
+    client = FakeClient()
+    run_build(tmp_path, client, chunk_size=20)
+    assert client.batches and max(client.batches) == VALIDATE_BATCH
+    assert sum(client.batches) > 3 * len(client.batches)  # a shard's live tasks in a few calls, not one each
 
 
 def test_an_infra_error_that_persists_stops_the_build_without_outputs(tmp_path):
