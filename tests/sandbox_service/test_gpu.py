@@ -130,3 +130,18 @@ def test_validation_times_the_reference_and_applies_the_floor(gpu_lane):
     assert ok.ref_timing is not None and ok.ref_timing.median_us > 0 and ok.input_sets[0].peak_memory_mb > 0
     too_fast = validate(REFERENCE, [], ValidateOptions(timing_runs=20, min_ref_time_us=1e6), gpu_lane)
     assert too_fast.status.value == "invalid" and "below" in too_fast.reason
+
+
+def test_a_validation_batch_times_each_reference_in_one_process_and_gives_its_memory_back(gpu_lane, monkeypatch):
+    from sandbox_service.options import ValidateOptions
+    from sandbox_service.validation import validate_batch
+
+    spawned = []
+    spawn = gpu_lane.spawn
+    monkeypatch.setattr(gpu_lane, "spawn", lambda role: spawned.append(role) or spawn(role))
+    broken = REFERENCE.replace("def forward(", "def forward_unused(")
+    results = validate_batch([(LARGE, []), (broken, []), (REFERENCE, [])], ValidateOptions(timing_runs=20), gpu_lane)
+    assert [r.status.value for r in results] == ["ok", "invalid", "ok"], [r.reason for r in results]
+    assert results[0].ref_timing.median_us > results[2].ref_timing.median_us > 0
+    assert spawned == ["validator"]
+    assert gpu_lane.memory._used == 0
