@@ -42,7 +42,7 @@ from jaxrl.data.engine.outcomes import (
 from jaxrl.data.engine.rows import answer_text, inductor_solution, pair_tokens, prompt_messages, rl_row, sft_row
 from jaxrl.data.engine.sandbox_api import BuildClient, status_name
 from jaxrl.data.engine.shards import ShardStore, shard_families, shard_seed
-from jaxrl.data.engine.stages import Retries, StageRunner
+from jaxrl.data.engine.stages import InfraFailure, Retries, StageRunner
 from jaxrl.data.engine.stats import BuildStats, compute_stats
 from jaxrl.data.engine.tasks import GeneratedTask, TeacherSolution
 from jaxrl.data.engine.tokens import TokenCounter
@@ -195,12 +195,14 @@ class _ShardBuilder:
         self.split_of = split_of
         self.family_order = settings.family_order(engine)
         self.progress = progress
-        # Inductor's results for the next shard, compiled while this one is built ({reference: result})
+        # The next shard's Inductor results ({reference: result}) and validations ({_task_key: result}),
+        # made while this one is built
         self._ahead: dict[int, Future] = {}
-        self._ahead_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="data-inductor-ahead")
+        self._validated_ahead: dict[int, Future] = {}
+        self._ahead_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="data-ahead")
 
     def close(self) -> None:
-        """Drop compilations started for a shard that will not be built (one in flight finishes on its own)."""
+        """Drop work started for a shard that will not be built (calls in flight finish on their own)."""
         self._ahead_pool.shutdown(wait=False, cancel_futures=True)
 
     def _tasks(self, index: int) -> list[GeneratedTask]:
@@ -213,23 +215,26 @@ class _ShardBuilder:
 
     def build(self, index: int, seen_ids: set[str], seen_codes: set[str], prefetch_next: bool = False
               ) -> tuple[list[TaskOutcome], dict[str, Any]]:
-        """One shard's outcomes and timings. With `prefetch_next`, Inductor starts on the next shard's
-        untemplated train tasks meanwhile (tasks are a pure function of the seed and the shard index)."""
+        """One shard's outcomes and timings. With `prefetch_next`, work on the next shard starts meanwhile
+        (its tasks are a pure function of the seed and the shard index): Inductor on its untemplated train
+        tasks at once, and its validations once this shard's own are done. Only results are shared, so the
+        outcomes are the same as without."""
         d = self.settings.data
         timer = _Timer()
         retries = Retries()
         stages = StageRunner(self.settings.concurrency, d.infra_retries, retries, self.progress)
         with timer("generate"):
             tasks = self._tasks(index)
-        ahead = self._ahead.pop(index, None)
-        if prefetch_next and self.settings.use_inductor:
-            self._ahead[index + 1] = self._ahead_pool.submit(self._compile_ahead, index + 1)
         base = index * d.chunk_size
         splits = [self.split_of(task) for task in tasks]
         shas = [code_sha(task.code) for task in tasks]
         with timer("decontaminate"):
-            drops, hits = self._screen(tasks, shas, set(seen_ids), set(seen_codes))
+            seen_next = (set(seen_ids), set(seen_codes))  # after the screen: what the next shard must not repeat
+            drops, hits = self._screen(tasks, shas, *seen_next)
         live = [i for i in range(len(tasks)) if i not in drops]
+        ahead = self._ahead.pop(index, None)
+        if prefetch_next and self.settings.use_inductor:
+            self._ahead[index + 1] = self._ahead_pool.submit(self._compile_ahead, index + 1, seen_next)
         # Train tasks without a template go to Inductor at once, beside validation (a compilation takes tens of
         # seconds on a GPU, a shard's validations about as long); only the modules of tasks that validate are
         # verified, beside the templates' verification. Failed templates go to Inductor after that.
@@ -238,7 +243,9 @@ class _ShardBuilder:
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="data-inductor") as side:
             compiled = side.submit(self._compiled, stages, tasks, without, ahead, timer)
             with timer("validate"):
-                results = stages.validate(self.client, [tasks[i] for i in live], self.settings.validate_options())
+                results = self._validated(stages, [tasks[i] for i in live], self._validated_ahead.pop(index, None))
+            if prefetch_next:
+                self._validated_ahead[index + 1] = self._ahead_pool.submit(self._validate_ahead, index + 1, seen_next)
             validations = {}
             for i, result in zip(live, results):
                 if status_name(result.status) == "ok":
@@ -307,14 +314,36 @@ class _ShardBuilder:
             if status == "ok":
                 verified[i] = (solutions[i], result)
 
-    def _compile_ahead(self, index: int) -> dict[str, Any]:
-        """Inductor's result for each untemplated train task of shard `index` that is no KernelBench twin
-        ({reference: result}); tasks that turn out to repeat an earlier one are simply not looked up."""
-        tasks = self._tasks(index)
-        chosen = [i for i, task in enumerate(tasks) if task.solution is None and self.split_of(task) == "train"
-                  and self.decontamination.check(task.code) is None]
+    def _compile_ahead(self, index: int, seen: tuple[set[str], set[str]]) -> dict[str, Any]:
+        """Inductor's result for each of shard `index`'s new untemplated train tasks ({reference: result})."""
+        tasks = self._new_tasks(index, seen)
+        chosen = [i for i, task in enumerate(tasks) if task.solution is None and self.split_of(task) == "train"]
         stages = StageRunner(self.settings.concurrency, self.settings.data.infra_retries, Retries(), progress=False)
         return {tasks[i].code: result for i, result in self._compile(stages, tasks, chosen, _Timer()).items()}
+
+    def _new_tasks(self, index: int, seen: tuple[set[str], set[str]]) -> list[GeneratedTask]:
+        """Shard `index`'s tasks that its screen will keep: no KernelBench twin, no repeat of an earlier task."""
+        tasks = self._tasks(index)
+        drops, _ = self._screen(tasks, [code_sha(task.code) for task in tasks], set(seen[0]), set(seen[1]))
+        return [task for i, task in enumerate(tasks) if i not in drops]
+
+    def _validate_ahead(self, index: int, seen: tuple[set[str], set[str]]) -> dict[tuple, Any]:
+        """Validations of shard `index`'s new tasks ({_task_key: result})."""
+        tasks = {_task_key(task): task for task in self._new_tasks(index, seen)}
+        stages = StageRunner(self.settings.concurrency, self.settings.data.infra_retries, Retries(), progress=False)
+        return dict(zip(tasks, stages.validate(self.client, list(tasks.values()), self.settings.validate_options())))
+
+    def _validated(self, stages: StageRunner, tasks: list[GeneratedTask], ahead: Future | None) -> list[Any]:
+        """The tasks' validations: those made during the previous shard where there are some, the rest now."""
+        known: dict[tuple, Any] = {}
+        if ahead is not None:
+            try:
+                known = ahead.result()
+            except InfraFailure as exc:  # validated again below, with retries; a lasting fault shows up there
+                log.warning("validating the shard's references ahead failed (%s); validating them now", exc)
+        missing = [task for task in tasks if _task_key(task) not in known]
+        known.update(zip(map(_task_key, missing), stages.validate(self.client, missing, self.settings.validate_options())))
+        return [known[_task_key(task)] for task in tasks]
 
     def _compiled(self, stages: StageRunner, tasks: list[GeneratedTask], indices: list[int], ahead: Future | None,
                   timer: _Timer) -> dict[int, Any]:
@@ -325,7 +354,7 @@ class _ShardBuilder:
             with timer("inductor"):
                 try:
                     known = ahead.result()
-                except Exception as exc:  # noqa: BLE001 - compiled again below; a real fault shows up there
+                except InfraFailure as exc:  # compiled again below, with retries; a lasting fault shows up there
                     log.warning("compiling the shard's references ahead failed (%s); compiling them now", exc)
         results = {i: known[tasks[i].code] for i in indices if tasks[i].code in known}
         results.update(self._compile(stages, tasks, [i for i in indices if i not in results], timer))
@@ -357,6 +386,11 @@ class _ShardBuilder:
         if modules:
             with timer("inductor"):
                 self._verify(stages, tasks, sorted(modules), modules, attempts, verified, "verify-inductor")
+
+
+def _task_key(task: GeneratedTask) -> tuple:
+    """What a validation depends on: the reference and its input sets."""
+    return task.code, tuple((s.name, s.source) for s in task.input_sets)
 
 
 class _Selection:
