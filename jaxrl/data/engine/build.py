@@ -195,11 +195,9 @@ class _ShardBuilder:
         self.split_of = split_of
         self.family_order = settings.family_order(engine)
         self.progress = progress
-        # The next shard's Inductor results ({reference: result}) and validations ({_task_key: result}),
-        # made while this one is built
+        # The next shard's Inductor results ({reference: result}), compiled while this one is built
         self._ahead: dict[int, Future] = {}
-        self._validated_ahead: dict[int, Future] = {}
-        self._ahead_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="data-ahead")
+        self._ahead_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="data-inductor-ahead")
 
     def close(self) -> None:
         """Drop work started for a shard that will not be built (calls in flight finish on their own)."""
@@ -215,10 +213,11 @@ class _ShardBuilder:
 
     def build(self, index: int, seen_ids: set[str], seen_codes: set[str], prefetch_next: bool = False
               ) -> tuple[list[TaskOutcome], dict[str, Any]]:
-        """One shard's outcomes and timings. With `prefetch_next`, work on the next shard starts meanwhile
-        (its tasks are a pure function of the seed and the shard index): Inductor on its untemplated train
-        tasks at once, and its validations once this shard's own are done. Only results are shared, so the
-        outcomes are the same as without."""
+        """One shard's outcomes and timings. With `prefetch_next`, Inductor starts on the next shard's new
+        untemplated train tasks meanwhile (tasks are a pure function of the seed and the shard index); only
+        its results are shared, so the outcomes are the same as without. (Validating the next shard ahead as
+        well was measured on an H100 and dropped: the sandbox is already busy then, and verification slowed
+        as much as validation gained.)"""
         d = self.settings.data
         timer = _Timer()
         retries = Retries()
@@ -243,9 +242,7 @@ class _ShardBuilder:
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="data-inductor") as side:
             compiled = side.submit(self._compiled, stages, tasks, without, ahead, timer)
             with timer("validate"):
-                results = self._validated(stages, [tasks[i] for i in live], self._validated_ahead.pop(index, None))
-            if prefetch_next:
-                self._validated_ahead[index + 1] = self._ahead_pool.submit(self._validate_ahead, index + 1, seen_next)
+                results = stages.validate(self.client, [tasks[i] for i in live], self.settings.validate_options())
             validations = {}
             for i, result in zip(live, results):
                 if status_name(result.status) == "ok":
@@ -315,35 +312,14 @@ class _ShardBuilder:
                 verified[i] = (solutions[i], result)
 
     def _compile_ahead(self, index: int, seen: tuple[set[str], set[str]]) -> dict[str, Any]:
-        """Inductor's result for each of shard `index`'s new untemplated train tasks ({reference: result})."""
-        tasks = self._new_tasks(index, seen)
-        chosen = [i for i, task in enumerate(tasks) if task.solution is None and self.split_of(task) == "train"]
-        stages = StageRunner(self.settings.concurrency, self.settings.data.infra_retries, Retries(), progress=False)
-        return {tasks[i].code: result for i, result in self._compile(stages, tasks, chosen, _Timer()).items()}
-
-    def _new_tasks(self, index: int, seen: tuple[set[str], set[str]]) -> list[GeneratedTask]:
-        """Shard `index`'s tasks that its screen will keep: no KernelBench twin, no repeat of an earlier task."""
+        """Inductor's result for each untemplated train task of shard `index` that its screen will keep (no
+        KernelBench twin, no repeat of an earlier task): {reference: result}."""
         tasks = self._tasks(index)
         drops, _ = self._screen(tasks, [code_sha(task.code) for task in tasks], set(seen[0]), set(seen[1]))
-        return [task for i, task in enumerate(tasks) if i not in drops]
-
-    def _validate_ahead(self, index: int, seen: tuple[set[str], set[str]]) -> dict[tuple, Any]:
-        """Validations of shard `index`'s new tasks ({_task_key: result})."""
-        tasks = {_task_key(task): task for task in self._new_tasks(index, seen)}
+        chosen = [i for i, task in enumerate(tasks)
+                  if i not in drops and task.solution is None and self.split_of(task) == "train"]
         stages = StageRunner(self.settings.concurrency, self.settings.data.infra_retries, Retries(), progress=False)
-        return dict(zip(tasks, stages.validate(self.client, list(tasks.values()), self.settings.validate_options())))
-
-    def _validated(self, stages: StageRunner, tasks: list[GeneratedTask], ahead: Future | None) -> list[Any]:
-        """The tasks' validations: those made during the previous shard where there are some, the rest now."""
-        known: dict[tuple, Any] = {}
-        if ahead is not None:
-            try:
-                known = ahead.result()
-            except InfraFailure as exc:  # validated again below, with retries; a lasting fault shows up there
-                log.warning("validating the shard's references ahead failed (%s); validating them now", exc)
-        missing = [task for task in tasks if _task_key(task) not in known]
-        known.update(zip(map(_task_key, missing), stages.validate(self.client, missing, self.settings.validate_options())))
-        return [known[_task_key(task)] for task in tasks]
+        return {tasks[i].code: result for i, result in self._compile(stages, tasks, chosen, _Timer()).items()}
 
     def _compiled(self, stages: StageRunner, tasks: list[GeneratedTask], indices: list[int], ahead: Future | None,
                   timer: _Timer) -> dict[int, Any]:
@@ -386,11 +362,6 @@ class _ShardBuilder:
         if modules:
             with timer("inductor"):
                 self._verify(stages, tasks, sorted(modules), modules, attempts, verified, "verify-inductor")
-
-
-def _task_key(task: GeneratedTask) -> tuple:
-    """What a validation depends on: the reference and its input sets."""
-    return task.code, tuple((s.name, s.source) for s in task.input_sets)
 
 
 class _Selection:
