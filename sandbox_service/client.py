@@ -183,7 +183,9 @@ class SandboxClient:
         for reference, input_sets in items:
             item = request.items.add(reference_source=reference)
             input_sets_to_pb(input_sets, item.input_sets)
-        wait = timeout_s or max(self.timeout_s, len(items) * (options or ValidateOptions()).timeout_s + 60.0)
+        # each item's limit, plus room for waits that are not charged to it (GPU memory, the timing gate, a fresh
+        # process after one that died)
+        wait = timeout_s or max(self.timeout_s, len(items) * ((options or ValidateOptions()).timeout_s + 30.0) + 300.0)
         answer = self._call("ValidateBatch", request, wait)
         if isinstance(answer, str):
             return [ValidationResult(ValidationStatus.INFRA_ERROR, reason=f"sandbox unavailable: {answer}")

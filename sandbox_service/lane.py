@@ -128,13 +128,15 @@ class Lane:
         the memory. ChildStartError when the process cannot start."""
         job_dir = Path(tempfile.mkdtemp(prefix=f"tritonrl-{role}-", dir=self.work_root))
         child = None
-        held = contextlib.ExitStack()
+        context = contextlib.ExitStack()  # the process's CUDA context, held for its whole life
+        held = contextlib.ExitStack()  # the current reference's needs
 
         def hold(estimate_bytes: int | None, cancelled: Callable[[], bool] = lambda: False) -> float:
             held.close()  # the process asks for the next reference's memory after freeing the previous one's
             return held.enter_context(self.memory.reserve(self.reference_bytes(estimate_bytes), cancelled))
 
         try:
+            context.enter_context(self.memory.reserve(CONTEXT_BYTES if self.backend == "cuda" else 0))
             paths = [job_dir / f"reference_{index}.py" for index in range(len(reference_sources))]
             for path, source in zip(paths, reference_sources):
                 path.write_text(source)
@@ -147,15 +149,16 @@ class Lane:
             if child is not None:
                 child.close()  # before its memory is given back
             held.close()
+            context.close()
             shutil.rmtree(job_dir, ignore_errors=True)
 
     def reference_bytes(self, estimate_bytes: int | None) -> int:
-        """GPU memory to hold for a reference process: its context and the estimate with room to spare (at
-        most half the budget), or half the budget when there is no estimate."""
+        """GPU memory to hold for one reference, beside its process's context: the estimate with room to
+        spare (at most half the budget), or half the budget when there is no estimate."""
         if self.backend != "cuda":
             return 0
         half = self.memory.total // 2
-        return half if estimate_bytes is None else min(half, CONTEXT_BYTES + estimate_bytes + estimate_bytes // 2)
+        return half if estimate_bytes is None else min(half, estimate_bytes + estimate_bytes // 2)
 
     def judge_for(self, key: str) -> ServiceProcess:
         """The judge that keeps this problem's cache: the same one for every candidate of a task."""

@@ -12,6 +12,7 @@ after it go on in a fresh process.
 
 from __future__ import annotations
 
+import dataclasses
 import secrets
 import threading
 import time
@@ -86,10 +87,10 @@ def _converse(child, paths, hold, items: Sequence[Item], start: int, options: Va
     })
     for index in range(start, len(items)):
         result = ValidationResult(ValidationStatus.INFRA_ERROR, backend=lane.backend)
-        began = time.monotonic()
+        item_started = time.monotonic()
         deadline = Deadline(lane.freezer, options.timeout_s)
         finished = _converse_item(child, messages, hold, options, lane, cancel, deadline, timed, result)
-        result.duration_s = round(time.monotonic() - began, 4)
+        result.duration_s = round(time.monotonic() - item_started, 4)
         if finished is None:  # the process died before the item began: not its fault, go on in a fresh one
             if index == start:
                 result.reason = "the validator process " + child.describe_exit() + " before starting"
@@ -107,17 +108,32 @@ def _converse_item(child, messages: MessageStream, hold, options: ValidateOption
     """One item's messages, from `begin` to `done`. True when the process can go on with the next item, False
     when it was killed (a hang, a crash, a memory blow-up: the item's result says which), None when it died
     before the item began."""
-    began = False
+    progress = _Progress()
+    try:
+        return _item_messages(child, messages, hold, options, lane, cancel, deadline, timed, result, progress)
+    except OSError:  # the process went away while the server waited for memory or the GPU on its behalf
+        return _died(child, {"type": "exited"}, options, result, progress.began)
+
+
+@dataclasses.dataclass
+class _Progress:
+    began: bool = False  # the process said `begin`: what happens from now on is the item's doing
+
+
+def _item_messages(child, messages: MessageStream, hold, options: ValidateOptions, lane: Lane, cancel,
+                   deadline: Deadline, timed: bool, result: ValidationResult, progress: _Progress) -> bool | None:
     while True:
         try:
             message = messages.next(deadline, cancel)
         except TimeoutError:
-            result.status, result.reason = ValidationStatus.TIMEOUT, f"did not finish within {options.timeout_s:.0f} s"
             child.kill()
+            if not progress.began:  # stuck between references: nobody's fault, the rest go on in a fresh process
+                return None
+            result.status, result.reason = ValidationStatus.TIMEOUT, f"did not finish within {options.timeout_s:.0f} s"
             return False
         kind = message["type"]
         if kind == "begin":
-            began = True
+            progress.began = True
         elif kind == "estimate":
             hold_memory(child, hold, message, deadline, cancel)
         elif kind == "set_report":
@@ -125,28 +141,38 @@ def _converse_item(child, messages: MessageStream, hold, options: ValidateOption
         elif kind == "load_error":
             result.status, result.reason = ValidationStatus.INVALID, "does not load: " + truncate(message["error"], 1500)
         elif kind == "ready_to_time":
+            waiting = time.monotonic()
             with lane.gate.exclusive(), lane.freezer.others_frozen(keep=child):
+                deadline.extend(time.monotonic() - waiting)  # waiting for the GPU is not the reference's time
                 child.send({"type": "time"})
-                answer = messages.next(deadline, cancel)
+                try:
+                    answer = messages.next(deadline, cancel)
+                except TimeoutError:
+                    answer = {"type": "timeout"}
+            if answer["type"] == "timeout":
+                result.status, result.reason = ValidationStatus.TIMEOUT, f"did not finish within {options.timeout_s:.0f} s"
+                child.kill()
+                return False
             if answer["type"] == "timing":
                 result.ref_timing = TimingStats(**answer["stats"])
                 result.input_sets[0].ref_time_us = result.ref_timing.median_us
             elif answer["type"] == "timing_error":
                 result.status, result.reason = ValidationStatus.INVALID, "fails when timed: " + truncate(answer["error"], 1500)
             else:
-                return _died(child, answer, options, result, began)
+                return _died(child, answer, options, result, progress.began)
         elif kind == "done":
             result.device = message.get("device", "")
             if result.status != ValidationStatus.INVALID:
                 _conclude(result, options, timed)
             return True
         elif kind in ("exited", "garbled", "internal_error"):
-            return _died(child, message, options, result, began)
+            return _died(child, message, options, result, progress.began)
 
 
 def _died(child, message: dict, options: ValidateOptions, result: ValidationResult, began: bool) -> bool | None:
+    """The process ended (or broke the channel): the item's fault once it began, else None (nobody's)."""
     child.kill()
-    if not began and message["type"] == "exited" and not child.memory_exceeded:
+    if not began:
         return None
     if child.memory_exceeded:
         reason = f"exceeds the memory limit of {options.memory_limit_mb} MB"

@@ -151,8 +151,11 @@ def _watched_functions() -> dict[str, object]:
         "timing.time_cuda": timing.time_cuda,
         "protocol.send": protocol.send,
     }
-    watched["torch.cat"] = torch.cat
-    watched["torch.stack"] = torch.stack
+    # what the batched input checks and fingerprints call after the candidate ran
+    for name in ("cat", "stack", "isnan"):
+        watched[f"torch.{name}"] = getattr(torch, name)
+    for name in ("__ne__", "any", "all", "masked_fill", "tolist", "reshape", "numpy"):
+        watched[f"torch.Tensor.{name}"] = getattr(torch.Tensor, name)
     for name in ("clone", "flatten_outputs", "save_outputs", "synchronize", "seed_everything", "to_device",
                  "fingerprint", "fingerprint_parts", "finish_fingerprints", "finish_fingerprint_grid"):
         watched[f"harness.{name}"] = getattr(harness, name)

@@ -171,13 +171,26 @@ def install_remote_build(request_build) -> bool:
     return True
 
 
-def release_memory(device: torch.device) -> None:
-    """Give back what finished work left: unreachable objects, then the allocator's cached GPU blocks."""
+def release_memory(device: torch.device) -> bool:
+    """Give back what finished work left: unreachable objects, then the allocator's cached GPU blocks.
+    False when the device is broken (an earlier kernel failed: a CUDA context cannot recover from that)."""
     import gc
 
     gc.collect()
-    if device.type == "cuda":
+    if device.type != "cuda":
+        return True
+    try:
+        torch.cuda.synchronize()
         torch.cuda.empty_cache()
+        return True
+    except Exception:  # noqa: BLE001 - any CUDA error here means the context is unusable
+        return False
+
+
+def forget_problem_modules() -> None:
+    """Drop the reference modules `load_problem_sets` registered."""
+    for name in [n for n in sys.modules if n.startswith("tritonrl_reference")]:
+        del sys.modules[name]
 
 
 def device_for(backend: str) -> torch.device:

@@ -32,13 +32,14 @@ def run(job: dict, emit: Emit, control: Receiver) -> None:
         emit("refused", unavailable=True, reason=f"Inductor cannot be imported: {exc}"[:1000], **base)
         return
     reference_path = Path(job["reference_path"])
-    try:
-        module = harness.load_problem_sets(reference_path, [], int(job["seed"]))[0][1]
+    try:  # the estimate gets a copy of its own: what it leaves in module state stays there
+        estimated, module = (harness.load_problem_sets(reference_path, [], int(job["seed"]))[0][1] for _ in range(2))
     except BaseException as exc:  # noqa: BLE001
         emit("refused", unavailable=False, reason="the reference does not load: " + _last_line(exc), **base)
         return
-    if not sizing.ask_for_memory([module], emit, control):
+    if not sizing.ask_for_memory([estimated], emit, control):
         return
+    del estimated
     try:
         captured = capture(module, device, int(job["seed"]), Path(job["cache_dir"]))
         converted = convert(reference_path.read_text(), captured, portable=job["backend"] == "interpreter")

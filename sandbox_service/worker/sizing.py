@@ -7,7 +7,9 @@ storage: every tensor it creates (constructor arguments, parameters, inputs, int
 added up. Views are not counted, frees are not subtracted, so the sum bounds the peak from above. Anything
 that does not work on `meta` (a data-dependent shape, `.item()`, an explicit device, an op without a meta
 kernel) gives no estimate, and the lane falls back to half its budget. An op that would touch a real device
-is stopped before it runs, so estimating never allocates device memory.
+is stopped before it runs; only `torch.tensor(data, device=...)` copies its (host-sized) data before any op
+is seen. Run it on a copy of the reference module that the real run does not use: module-level caches may
+keep meta tensors.
 """
 
 from __future__ import annotations

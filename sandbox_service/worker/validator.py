@@ -46,8 +46,7 @@ def _check_set(module, job: dict, device: torch.device, tolerances) -> tuple[dic
               "peak_memory_mb": 0.0}
     seed = int(job["seed"])
     seeds = harness.trial_seeds(seed, max(2, int(job["seeds"])))
-    if device.type == "cuda":
-        torch.cuda.reset_peak_memory_stats()
+    _reset_peak_memory(device)
     try:
         init = harness.init_inputs(module, seed, device)
         model = harness.build_model(module, "Model", init, seed, device).eval()
@@ -105,7 +104,38 @@ def _check_set(module, job: dict, device: torch.device, tolerances) -> tuple[dic
 def _peak_memory_mb(device: torch.device) -> float:
     if device.type == "cuda":
         return round(torch.cuda.max_memory_allocated() / 2**20, 1)
-    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+    try:  # the process's resident peak since _reset_peak_memory (Linux), not since the process began
+        with open("/proc/self/status") as status:
+            return round(next(int(line.split()[1]) for line in status if line.startswith("VmHWM:")) / 1024, 1)
+    except (OSError, StopIteration, ValueError):
+        return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+
+
+def _reset_peak_memory(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+        return
+    try:
+        with open("/proc/self/clear_refs", "w") as clear:
+            clear.write("5")  # resets VmHWM to the current resident size
+    except OSError:
+        pass
+
+
+def _global_state() -> tuple:
+    """Settings a reference may change that would change how the next one runs."""
+    return (torch.get_default_dtype(), torch.is_grad_enabled(), torch.backends.cuda.matmul.allow_tf32,
+            torch.backends.cudnn.allow_tf32, torch.are_deterministic_algorithms_enabled(), torch.get_num_threads())
+
+
+def _restore_global_state(state: tuple) -> None:
+    dtype, grad, matmul_tf32, cudnn_tf32, deterministic, threads = state
+    torch.set_default_dtype(dtype)
+    torch.set_grad_enabled(grad)
+    torch.backends.cuda.matmul.allow_tf32 = matmul_tf32
+    torch.backends.cudnn.allow_tf32 = cudnn_tf32
+    torch.use_deterministic_algorithms(deterministic)
+    torch.set_num_threads(threads)
 
 
 def run(job: dict, emit: Emit, control: Receiver) -> None:
@@ -116,23 +146,32 @@ def run(job: dict, emit: Emit, control: Receiver) -> None:
     def tolerances(dtype: str) -> tuple[float, float]:
         return table.get(dtype, DEFAULT_TOLERANCE)
 
+    defaults = _global_state()
     for index, item in enumerate(job["items"]):
         emit("begin", index=index)
         if not _validate(item, job, device, tolerances, emit, control):
             return
         emit("done", device=harness.device_name(job["backend"]))
-        harness.release_memory(device)
+        # What one reference leaves must not change the next one's verdict: its modules go, known global
+        # settings are put back, and a process whose device is broken (a device-side assert) stops here, so
+        # that the references after it go on in a fresh one.
+        harness.forget_problem_modules()
+        _restore_global_state(defaults)
+        if not harness.release_memory(device):
+            return
 
 
 def _validate(item: dict, job: dict, device: torch.device, tolerances, emit: Emit, control: Receiver) -> bool:
     """One reference's messages before its `done`; False when the server ended the job."""
-    try:
-        sets = harness.load_problem_sets(item["reference_path"], item["input_sets"], int(job["seed"]))
+    try:  # the estimate gets a copy of its own: what it leaves in module state stays there
+        estimated, sets = (harness.load_problem_sets(item["reference_path"], item["input_sets"], int(job["seed"]))
+                           for _ in range(2))
     except BaseException as exc:  # noqa: BLE001
         emit("load_error", error=harness.format_exception(exc))
         return True
-    if not sizing.ask_for_memory([module for _, module in sets], emit, control):
+    if not sizing.ask_for_memory([module for _, module in estimated], emit, control):
         return False
+    del estimated
     timed_model = None
     for index, (name, module) in enumerate(sets):
         report, model = _check_set(module, job, device, tolerances)

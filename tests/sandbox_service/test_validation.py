@@ -98,3 +98,11 @@ def test_one_reference_is_a_batch_of_one(cpu_lane):
     batched = validate_batch([(REFERENCE, [])], OPTIONS, cpu_lane)
     assert len(batched) == 1 and batched[0].status == single.status == ValidationStatus.OK
     assert batched[0].input_sets[0].output_shapes == single.input_sets[0].output_shapes
+
+
+def test_a_reference_that_changes_global_settings_does_not_change_the_next_ones_verdict(cpu_lane):
+    doubles = _variant("        torch.set_default_dtype(torch.float64)\n        torch.set_grad_enabled(False)\n"
+                       "        return a + b")
+    results = validate_batch([(doubles, []), (REFERENCE, [])], OPTIONS, cpu_lane)
+    assert [r.status for r in results] == [ValidationStatus.OK, ValidationStatus.OK], [r.reason for r in results]
+    assert results[1].input_sets[0].output_dtypes == ["float32"]

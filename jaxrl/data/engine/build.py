@@ -198,9 +198,11 @@ class _ShardBuilder:
         # The next shard's Inductor results ({reference: result}), compiled while this one is built
         self._ahead: dict[int, Future] = {}
         self._ahead_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="data-inductor-ahead")
+        self._stop_ahead = threading.Event()
 
     def close(self) -> None:
         """Drop work started for a shard that will not be built (calls in flight finish on their own)."""
+        self._stop_ahead.set()
         self._ahead_pool.shutdown(wait=False, cancel_futures=True)
 
     def _tasks(self, index: int) -> list[GeneratedTask]:
@@ -318,7 +320,8 @@ class _ShardBuilder:
         drops, _ = self._screen(tasks, [code_sha(task.code) for task in tasks], set(seen[0]), set(seen[1]))
         chosen = [i for i, task in enumerate(tasks)
                   if i not in drops and task.solution is None and self.split_of(task) == "train"]
-        stages = StageRunner(self.settings.concurrency, self.settings.data.infra_retries, Retries(), progress=False)
+        stages = StageRunner(self.settings.concurrency, self.settings.data.infra_retries, Retries(), progress=False,
+                             stop=self._stop_ahead)
         return {tasks[i].code: result for i, result in self._compile(stages, tasks, chosen, _Timer()).items()}
 
     def _compiled(self, stages: StageRunner, tasks: list[GeneratedTask], indices: list[int], ahead: Future | None,

@@ -47,6 +47,10 @@ class Retries:
             self.counts[stage] = self.counts.get(stage, 0) + 1
 
 
+class Stopped(Exception):
+    """The stage's `stop` event was set: work for a shard that will not be built."""
+
+
 # References per ValidateBatch call: a shard's 128 tasks make 16 calls, about one per sandbox worker of a GPU
 # server, and 16 validator processes instead of 128 (on a GPU each costs a CUDA context, made one at a time).
 VALIDATE_BATCH = 8
@@ -58,6 +62,7 @@ class StageRunner:
     retries: int
     counter: Retries
     progress: bool = True
+    stop: threading.Event | None = None  # once set, calls not yet made are not made (Stopped)
 
     def run(self, stage: str, items: Sequence[Item], call: Callable[[Item], Result],
             is_infra: Callable[[Result], bool], describe: Callable[[Item], str]) -> list[Result]:
@@ -67,6 +72,8 @@ class StageRunner:
 
         def attempt(index: int) -> None:
             for _ in range(self.retries + 1):
+                if self.stop is not None and self.stop.is_set():
+                    raise Stopped(f"{stage}: stopped")
                 result = call(items[index])
                 if not is_infra(result):
                     results[index] = result

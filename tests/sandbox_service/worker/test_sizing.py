@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from sandbox_service.lane import CONTEXT_BYTES, Lane
+from sandbox_service.lane import Lane
 from sandbox_service.worker.pool import MemoryBudget
 from sandbox_service.worker.sizing import estimate_bytes
 
@@ -65,6 +65,6 @@ def test_what_does_not_run_on_meta_has_no_estimate(change):
 def test_a_lane_holds_the_estimate_with_room_to_spare_and_never_more_than_half():
     lane = SimpleNamespace(backend="cuda", memory=MemoryBudget(80 << 30))
     assert Lane.reference_bytes(lane, None) == 40 << 30
-    assert Lane.reference_bytes(lane, 100 << 20) == CONTEXT_BYTES + (150 << 20)
+    assert Lane.reference_bytes(lane, 100 << 20) == 150 << 20  # beside the context, held for the process
     assert Lane.reference_bytes(lane, 70 << 30) == 40 << 30
     assert Lane.reference_bytes(SimpleNamespace(backend="interpreter", memory=None), 100 << 20) == 0
