@@ -69,7 +69,7 @@ def write_permute(em: Emitter, group: Group, src: str, stem: str, final: bool) -
     k.ptr("x", src)
     _flat_head(k)
     # unravel the output's flat index over the permuted shape, innermost axis first
-    k.line(f"rest = offsets")
+    k.line("rest = offsets")
     terms = []
     for axis in range(rank - 1, -1, -1):
         if axis > 0:
