@@ -128,29 +128,28 @@ class Lane:
         the memory. ChildStartError when the process cannot start."""
         job_dir = Path(tempfile.mkdtemp(prefix=f"tritonrl-{role}-", dir=self.work_root))
         child = None
-        context = contextlib.ExitStack()  # the process's CUDA context, held for its whole life
         held = contextlib.ExitStack()  # the current reference's needs
 
         def hold(estimate_bytes: int | None, cancelled: Callable[[], bool] = lambda: False) -> float:
             held.close()  # the process asks for the next reference's memory after freeing the previous one's
             return held.enter_context(self.memory.reserve(self.reference_bytes(estimate_bytes), cancelled))
 
-        try:
-            context.enter_context(self.memory.reserve(CONTEXT_BYTES if self.backend == "cuda" else 0))
-            paths = [job_dir / f"reference_{index}.py" for index in range(len(reference_sources))]
-            for path, source in zip(paths, reference_sources):
-                path.write_text(source)
-            child = self.spawn(role)
-            wait_ready(child, READY_TIMEOUT_S)
-            child.watch_memory(memory_limit_mb)
-            yield child, paths, hold
-            child.kill()
-        finally:
-            if child is not None:
-                child.close()  # before its memory is given back
-            held.close()
-            context.close()
-            shutil.rmtree(job_dir, ignore_errors=True)
+        # the process's CUDA context is held for its whole life
+        with self.memory.reserve(CONTEXT_BYTES if self.backend == "cuda" else 0):
+            try:
+                paths = [job_dir / f"reference_{index}.py" for index in range(len(reference_sources))]
+                for path, source in zip(paths, reference_sources):
+                    path.write_text(source)
+                child = self.spawn(role)
+                wait_ready(child, READY_TIMEOUT_S)
+                child.watch_memory(memory_limit_mb)
+                yield child, paths, hold
+                child.kill()
+            finally:
+                if child is not None:
+                    child.close()  # before its memory is given back
+                held.close()
+                shutil.rmtree(job_dir, ignore_errors=True)
 
     def reference_bytes(self, estimate_bytes: int | None) -> int:
         """GPU memory to hold for one reference, beside its process's context: the estimate with room to

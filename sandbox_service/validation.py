@@ -49,10 +49,10 @@ def validate_batch(items: Sequence[Item], options: ValidateOptions, lane: Lane,
                                         options.memory_limit_mb) as (child, paths, hold):
                 start = _converse(child, paths, hold, items, start, options, lane, cancel, results)
         except ChildStartError as exc:
-            _fill(results, start, ValidationStatus.INFRA_ERROR, truncate(str(exc)), lane)
+            _fill(results, start, truncate(str(exc)), lane)
             break
         except Cancelled:
-            _fill(results, start, ValidationStatus.INFRA_ERROR, "cancelled: the caller went away", lane)
+            _fill(results, start, "cancelled: the caller went away", lane)
             break
     for (source, input_sets), result in zip(items, results):
         if result.ok:  # evaluations of this reference need not reserve half the GPU for it
@@ -61,10 +61,11 @@ def validate_batch(items: Sequence[Item], options: ValidateOptions, lane: Lane,
     return results  # type: ignore[return-value]
 
 
-def _fill(results: list, start: int, status: ValidationStatus, reason: str, lane: Lane) -> None:
+def _fill(results: list, start: int, reason: str, lane: Lane) -> None:
+    """infra_error, with the reason, for the items from `start` that have no result yet."""
     for index in range(start, len(results)):
         if results[index] is None:
-            results[index] = ValidationResult(status, reason=reason, backend=lane.backend)
+            results[index] = ValidationResult(ValidationStatus.INFRA_ERROR, reason=reason, backend=lane.backend)
 
 
 def _converse(child, paths, hold, items: Sequence[Item], start: int, options: ValidateOptions, lane: Lane,
