@@ -32,7 +32,7 @@ for path in (REPO_ROOT, REPO_ROOT / "benchmarks"):
     if str(path) not in sys.path:
         sys.path.insert(0, str(path))
 
-from process_cpu import RoleCPU  # noqa: E402
+from process_cpu import RoleCPU, cpu_times  # noqa: E402
 from rl_problems import cases  # noqa: E402
 from sandbox_service.client import Pair, SandboxClient  # noqa: E402
 from sandbox_service.options import EvalOptions  # noqa: E402
@@ -82,16 +82,6 @@ class Server:
         except (OSError, subprocess.TimeoutExpired):
             self.process.kill()
         self.log.close()
-
-
-def cpu_times() -> tuple[float, float]:
-    """(busy, total) jiffies of all cores from /proc/stat (0, 0 where it does not exist)."""
-    try:
-        fields = [float(v) for v in open("/proc/stat").readline().split()[1:]]
-    except OSError:
-        return 0.0, 0.0
-    idle = fields[3] + (fields[4] if len(fields) > 4 else 0.0)
-    return sum(fields) - idle, sum(fields)
 
 
 def run_batch(client: SandboxClient, items: list, options: EvalOptions, concurrency: int,
