@@ -25,7 +25,7 @@ import logging
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -42,7 +42,7 @@ from jaxrl.data.engine.outcomes import (
 from jaxrl.data.engine.rows import answer_text, inductor_solution, pair_tokens, prompt_messages, rl_row, sft_row
 from jaxrl.data.engine.sandbox_api import BuildClient, status_name
 from jaxrl.data.engine.shards import ShardStore, shard_families, shard_seed
-from jaxrl.data.engine.stages import InfraFailure, Retries, StageRunner
+from jaxrl.data.engine.stages import INFRA, InfraFailure, Retries, StageRunner
 from jaxrl.data.engine.stats import BuildStats, compute_stats
 from jaxrl.data.engine.tasks import GeneratedTask, TeacherSolution
 from jaxrl.data.engine.tokens import TokenCounter
@@ -53,6 +53,13 @@ from sandbox_service.results import EvalResult
 log = logging.getLogger(__name__)
 
 FORMAT_VERSION = 1
+# Shards whose untemplated tasks Inductor compiles while an earlier one is built. A capture takes about 20 s on
+# an H100 (a fresh process importing Inductor) and a shard 11-16 s, so one shard of lead can leave a shard
+# waiting for its compilations (on the H100 two measured the same as one: benchmarks/RESULTS.md).
+INDUCTOR_AHEAD_SHARDS = 2
+# CPython 3.11's ast module is not thread-safe (python/cpython#106905); generating and screening tasks parse
+# Python, and the look-ahead does both beside the shard being built.
+_PARSE_LOCK = threading.Lock()
 OUTPUTS = ("sft.jsonl", "rl_tasks.jsonl", "card.md", "summary.json")
 _REASON_CHARS = 300
 
@@ -154,8 +161,9 @@ def build(settings: BuildSettings, run_dir: Path, client: BuildClient, engine: E
                 timing = store.timing(index)
                 resumed += 1
             else:
-                prefetch = index + 1 < settings.max_shards and not store.done(index + 1)
-                outcomes, timing = shard_builder.build(index, selection.seen_ids, selection.seen_codes, prefetch)
+                last = min(index + INDUCTOR_AHEAD_SHARDS, settings.max_shards - 1)
+                ahead = [later for later in range(index + 1, last + 1) if not store.done(later)]
+                outcomes, timing = shard_builder.build(index, selection.seen_ids, selection.seen_codes, ahead)
                 store.write(index, [o.to_dict() for o in outcomes], timing)
             selection.add(outcomes)
             timings.append(timing)
@@ -195,9 +203,10 @@ class _ShardBuilder:
         self.split_of = split_of
         self.family_order = settings.family_order(engine)
         self.progress = progress
-        # The next shard's Inductor results ({reference: result}), compiled while this one is built
+        # Later shards' Inductor results ({reference: result}), compiled while this one is built
         self._ahead: dict[int, Future] = {}
-        self._ahead_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="data-inductor-ahead")
+        self._ahead_pool = ThreadPoolExecutor(max_workers=INDUCTOR_AHEAD_SHARDS,
+                                              thread_name_prefix="data-inductor-ahead")
         self._stop_ahead = threading.Event()
 
     def close(self) -> None:
@@ -208,18 +217,19 @@ class _ShardBuilder:
     def _tasks(self, index: int) -> list[GeneratedTask]:
         d = self.settings.data
         families = shard_families(self.family_order, index, d.chunk_size)
-        tasks = self.engine.generate_tasks(shard_seed(d.seed, index), d.chunk_size, d.scale, families)
+        with _PARSE_LOCK:
+            tasks = self.engine.generate_tasks(shard_seed(d.seed, index), d.chunk_size, d.scale, families)
         if len(tasks) != d.chunk_size:
             raise RuntimeError(f"the generator made {len(tasks)} tasks for shard {index}, asked for {d.chunk_size}")
         return tasks
 
-    def build(self, index: int, seen_ids: set[str], seen_codes: set[str], prefetch_next: bool = False
+    def build(self, index: int, seen_ids: set[str], seen_codes: set[str], ahead_shards: Sequence[int] = ()
               ) -> tuple[list[TaskOutcome], dict[str, Any]]:
-        """One shard's outcomes and timings. With `prefetch_next`, Inductor starts on the next shard's new
-        untemplated train tasks meanwhile (tasks are a pure function of the seed and the shard index); only
-        its results are shared, so the outcomes are the same as without. (Validating the next shard ahead as
-        well was measured on an H100 and dropped: the sandbox is already busy then, and verification slowed
-        as much as validation gained.)"""
+        """One shard's outcomes and timings. Inductor starts meanwhile on the new untemplated train tasks of
+        `ahead_shards` (later shards not built yet; tasks are a pure function of the seed and the shard index)
+        where it has not already; only its results are shared, so the outcomes are the same as without.
+        (Validating the next shard ahead as well was measured on an H100 and dropped: the sandbox is already
+        busy then, and verification slowed as much as validation gained.)"""
         d = self.settings.data
         timer = _Timer()
         retries = Retries()
@@ -234,15 +244,17 @@ class _ShardBuilder:
             drops, hits = self._screen(tasks, shas, *seen_next)
         live = [i for i in range(len(tasks)) if i not in drops]
         ahead = self._ahead.pop(index, None)
-        if prefetch_next and self.settings.use_inductor:
-            self._ahead[index + 1] = self._ahead_pool.submit(self._compile_ahead, index + 1, seen_next)
+        if self.settings.use_inductor:
+            self._start_ahead(index, ahead_shards, seen_next)
         # Train tasks without a template go to Inductor at once, beside validation (a compilation takes tens of
-        # seconds on a GPU, a shard's validations about as long); only the modules of tasks that validate are
-        # verified, beside the templates' verification. Failed templates go to Inductor after that.
+        # seconds on a GPU, a shard's validations a few), and their modules are verified as soon as they are
+        # compiled, before it is known which tasks validate: only those that do keep their results. Failed
+        # templates go to Inductor after their verification.
         without = [i for i in live if splits[i] == "train" and tasks[i].solution is None] \
             if self.settings.use_inductor else []
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="data-inductor") as side:
-            compiled = side.submit(self._compiled, stages, tasks, without, ahead, timer)
+            compiled = side.submit(lambda: self._verify_compiled(
+                stages, tasks, self._compiled(stages, tasks, without, ahead, timer), timer, speculative=True))
             with timer("validate"):
                 results = stages.validate(self.client, [tasks[i] for i in live], self.settings.validate_options())
             validations = {}
@@ -258,15 +270,13 @@ class _ShardBuilder:
             for i in train:
                 if tasks[i].teacher_error:
                     attempts[i].append(PairAttempt(TEMPLATE, "teacher_error", _short(tasks[i].teacher_error)))
-            early = side.submit(lambda: self._verify_compiled(stages, tasks, compiled.result(), set(train), attempts,
-                                                              verified, timer))
             with timer("verify"):
                 self._verify(stages, tasks, templated, {i: tasks[i].solution for i in templated}, attempts,
                              verified, "verify")
-            early.result()
+            self._keep(compiled.result(), stages, tasks, attempts, verified, timer)
         if self.settings.use_inductor:
             late = self._compile(stages, tasks, [i for i in templated if i not in verified], timer)
-            self._verify_compiled(stages, tasks, late, set(train), attempts, verified, timer)
+            self._keep(self._verify_compiled(stages, tasks, late, timer), stages, tasks, attempts, verified, timer)
         rows: dict[int, dict[str, Any]] = {}
         with timer("tokenize"):
             for i, (solution, verdict) in sorted(verified.items()):
@@ -281,7 +291,8 @@ class _ShardBuilder:
             )
             for i, task in enumerate(tasks)
         ]
-        return outcomes, {"shard": index, "tasks": len(tasks), "stages_s": timer.seconds, "retries": retries.counts}
+        return outcomes, {"shard": index, "tasks": len(tasks), "stages_s": timer.seconds, "retries": retries.counts,
+                          "wall_s": timer.elapsed(), "stage_ends_s": timer.ends}
 
     def _screen(self, tasks: list[GeneratedTask], shas: list[str], seen_ids: set[str], seen_codes: set[str]
                 ) -> tuple[dict[int, Drop], dict[int, dict[str, Any]]]:
@@ -290,7 +301,8 @@ class _ShardBuilder:
         drops: dict[int, Drop] = {}
         hits: dict[int, dict[str, Any]] = {}
         for i, task in enumerate(tasks):
-            hit = self.decontamination.check(task.code)
+            with _PARSE_LOCK:
+                hit = self.decontamination.check(task.code)
             if hit is not None:
                 hits[i] = hit
                 drops[i] = Drop(DECONTAMINATE, f"matches a KernelBench problem ({hit['matcher']})")
@@ -305,24 +317,36 @@ class _ShardBuilder:
 
     def _verify(self, stages: StageRunner, tasks: list[GeneratedTask], indices: list[int],
                 solutions: dict[int, TeacherSolution], attempts: dict[int, list[PairAttempt]],
-                verified: dict[int, tuple[TeacherSolution, EvalResult]], stage: str) -> None:
+                verified: dict[int, tuple[TeacherSolution, EvalResult]], stage: str, accept_infra: bool = False
+                ) -> None:
         pairs = [(tasks[i], solutions[i]) for i in indices]
-        for i, result in zip(indices, stages.verify(self.client, pairs, self.settings.verify_options(), stage)):
+        for i, result in zip(indices, stages.verify(self.client, pairs, self.settings.verify_options(), stage,
+                                                    accept_infra)):
             status = status_name(result.status)
             attempts[i].append(PairAttempt(solutions[i].origin, status, "" if status == "ok" else _eval_reason(result)))
             if status == "ok":
                 verified[i] = (solutions[i], result)
 
-    def _compile_ahead(self, index: int, seen: tuple[set[str], set[str]]) -> dict[str, Any]:
-        """Inductor's result for each untemplated train task of shard `index` that its screen will keep (no
-        KernelBench twin, no repeat of an earlier task): {reference: result}."""
-        tasks = self._tasks(index)
-        drops, _ = self._screen(tasks, [code_sha(task.code) for task in tasks], set(seen[0]), set(seen[1]))
-        chosen = [i for i, task in enumerate(tasks)
+    def _start_ahead(self, index: int, shards: Sequence[int], seen: tuple[set[str], set[str]]) -> None:
+        """Start compiling those of `shards` (later than `index`) not started yet; `seen` holds what the shards
+        up to `index` screened in."""
+        for later in shards:
+            if later not in self._ahead:
+                self._ahead[later] = self._ahead_pool.submit(self._compile_ahead, index, later,
+                                                             (set(seen[0]), set(seen[1])))
+
+    def _compile_ahead(self, index: int, later: int, seen: tuple[set[str], set[str]]) -> dict[str, Any]:
+        """Inductor's result for each untemplated train task of shard `later` that its screen will keep (no
+        KernelBench twin, no repeat of an earlier task), given `seen` after shard `index`: {reference: result}."""
+        for shard in range(index + 1, later + 1):  # the screens of the shards between add to `seen`
+            tasks = self._tasks(shard)
+            drops, _ = self._screen(tasks, [code_sha(task.code) for task in tasks], *seen)
+        chosen = [task for i, task in enumerate(tasks)
                   if i not in drops and task.solution is None and self.split_of(task) == "train"]
         stages = StageRunner(self.settings.concurrency, self.settings.data.infra_retries, Retries(), progress=False,
                              stop=self._stop_ahead)
-        return {tasks[i].code: result for i, result in self._compile(stages, tasks, chosen, _Timer()).items()}
+        return {chosen[i].code: result for i, result in self._compile(stages, chosen, list(range(len(chosen))),
+                                                                      _Timer()).items()}
 
     def _compiled(self, stages: StageRunner, tasks: list[GeneratedTask], indices: list[int], ahead: Future | None,
                   timer: _Timer) -> dict[int, Any]:
@@ -349,22 +373,52 @@ class _ShardBuilder:
                                                      self.settings.inductor_options())))
 
     def _verify_compiled(self, stages: StageRunner, tasks: list[GeneratedTask], results: dict[int, Any],
-                         keep: set[int], attempts: dict[int, list[PairAttempt]],
-                         verified: dict[int, tuple[TeacherSolution, EvalResult]], timer: _Timer) -> None:
-        """Verify Inductor's modules of the tasks in `keep` (those that validated); record each failure."""
-        modules = {}
+                         timer: _Timer, speculative: bool = False) -> _InductorPairs:
+        """Verify Inductor's modules. Whether a task validates is left to `_keep`; `speculative`: it may
+        not, and a reference that fails validation fails here too (as infra_error, the reference's fault), so
+        such a verdict is returned instead of retried or raised."""
+        found = _InductorPairs({i: [] for i in results}, {}, {})
         for i, result in sorted(results.items()):
-            if i not in keep:
-                continue
             if status_name(result.status) == "ok" and result.source.strip():
-                modules[i] = inductor_solution(tasks[i], result)
+                found.modules[i] = inductor_solution(tasks[i], result)
             else:
                 reason = result.reason or ("an empty module" if status_name(result.status) == "ok" else "")
                 status = "failed" if status_name(result.status) == "ok" else status_name(result.status)
-                attempts[i].append(PairAttempt(INDUCTOR, status, _short(reason)))
-        if modules:
+                found.attempts[i].append(PairAttempt(INDUCTOR, status, _short(reason)))
+        if found.modules:
             with timer("inductor"):
-                self._verify(stages, tasks, sorted(modules), modules, attempts, verified, "verify-inductor")
+                self._verify(stages, tasks, sorted(found.modules), found.modules, found.attempts, found.verified,
+                             "verify-inductor", accept_infra=speculative)
+        return found
+
+    def _keep(self, found: _InductorPairs, stages: StageRunner, tasks: list[GeneratedTask],
+              attempts: dict[int, list[PairAttempt]], verified: dict[int, tuple[TeacherSolution, EvalResult]],
+              timer: _Timer) -> None:
+        """Add what Inductor's modules gave the tasks in `attempts` (the validated train tasks); a verdict of
+        infra_error from a speculative verification is not kept: that module is verified again."""
+        again = []
+        for i in sorted(found.attempts):
+            if i not in attempts:
+                continue
+            tried = found.attempts[i]
+            if tried and tried[-1].status == INFRA and i in found.modules:
+                again.append(i)
+                tried = tried[:-1]
+            attempts[i].extend(tried)
+            if i in found.verified:
+                verified[i] = found.verified[i]
+        if again:
+            with timer("inductor"):
+                self._verify(stages, tasks, again, found.modules, attempts, verified, "verify-inductor")
+
+
+@dataclasses.dataclass(frozen=True)
+class _InductorPairs:
+    """Inductor's modules of some tasks and what verifying them gave: attempts and verified pairs by task."""
+
+    attempts: dict[int, list[PairAttempt]]
+    modules: dict[int, TeacherSolution]
+    verified: dict[int, tuple[TeacherSolution, EvalResult]]
 
 
 class _Selection:
@@ -446,21 +500,25 @@ def _write_outputs(settings: BuildSettings, run_dir: Path, engine: Engine, token
 
 
 def _timing(timings: list[dict[str, Any]], resumed: int, wall_s: float, pairs: int) -> dict[str, Any]:
-    """Seconds per stage and infra retries per stage summed over the shards used (resumed ones included)."""
+    """Seconds per stage and infra retries per stage summed over the shards used (resumed ones included), and
+    SFT pairs per minute of the shards' wall time (stages overlap, so their sum is more than that; a shard
+    written before shards recorded their wall time counts the sum of its stages)."""
     stages: dict[str, float] = {}
     retries: dict[str, int] = {}
+    shards_s = 0.0
     for timing in timings:
         for stage, seconds in timing.get("stages_s", {}).items():
             stages[stage] = stages.get(stage, 0.0) + seconds
         for stage, count in timing.get("retries", {}).items():
             retries[stage] = retries.get(stage, 0) + count
-    busy_s = sum(stages.values())
+        shards_s += timing.get("wall_s") or sum(timing.get("stages_s", {}).values())
     return {
         "stages_s": {k: round(v, 3) for k, v in stages.items()},
         "retries": retries,
         "shards_resumed": resumed,
+        "shards_s": round(shards_s, 3),
         "this_run_s": round(wall_s, 3),
-        "pairs_per_minute": round(pairs / (busy_s / 60), 2) if busy_s else None,
+        "pairs_per_minute": round(pairs / (shards_s / 60), 2) if shards_s else None,
     }
 
 
@@ -508,10 +566,13 @@ def _quantiles(values: list[float | None]) -> dict[str, float] | None:
 
 
 class _Timer:
-    """Seconds per stage; stages that overlap (verify and inductor) each count their own wall time."""
+    """Seconds per stage; stages that overlap (verify and inductor) each count their own wall time. `ends`:
+    when each stage last finished, in seconds from the timer's start (what a shard waited for last)."""
 
     def __init__(self):
+        self.started = time.perf_counter()
         self.seconds: dict[str, float] = {}
+        self.ends: dict[str, float] = {}
         self._lock = threading.Lock()
 
     @contextlib.contextmanager
@@ -520,5 +581,10 @@ class _Timer:
         try:
             yield
         finally:
+            t1 = time.perf_counter()
             with self._lock:
-                self.seconds[stage] = self.seconds.get(stage, 0.0) + time.perf_counter() - t0
+                self.seconds[stage] = self.seconds.get(stage, 0.0) + t1 - t0
+                self.ends[stage] = round(max(self.ends.get(stage, 0.0), t1 - self.started), 3)
+
+    def elapsed(self) -> float:
+        return round(time.perf_counter() - self.started, 3)

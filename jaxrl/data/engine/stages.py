@@ -119,14 +119,15 @@ class StageRunner:
         return results
 
     def verify(self, client: BuildClient, pairs: Sequence[tuple[GeneratedTask, TeacherSolution]],
-               options: EvalOptions, stage: str = "verify") -> list[EvalResult]:
-        """Each pair's completion text (`rows.answer_text`) against its task, on the task's input sets too."""
+               options: EvalOptions, stage: str = "verify", accept_infra: bool = False) -> list[EvalResult]:
+        """Each pair's completion text (`rows.answer_text`) against its task, on the task's input sets too.
+        `accept_infra`: an infra_error is returned like any verdict (not retried; the caller decides)."""
 
         def call(pair: tuple[GeneratedTask, TeacherSolution]) -> EvalResult:
             task, solution = pair
             return client.evaluate(task.code, answer_text(solution), options, input_sets=task.input_sets)
 
-        return self.run(stage, pairs, call, lambda r: status_name(r.status) == INFRA,
+        return self.run(stage, pairs, call, lambda r: not accept_infra and status_name(r.status) == INFRA,
                         lambda p: f"the {p[1].origin} pair of task {p[0].task_id}")
 
     def inductor(self, client: BuildClient, tasks: Sequence[GeneratedTask],

@@ -6,12 +6,13 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+from collections import Counter
 
 import pytest
 from engine_fakes import FAKE_ENGINE, FAMILIES, FakeClient, read_jsonl, round_robin_generate, run_build
 
 from jaxrl.data.engine.stages import VALIDATE_BATCH, InfraFailure
-from sandbox_service.results import ValidationResult, ValidationStatus
+from sandbox_service.results import EvalResult, Status, ValidationResult, ValidationStatus
 from jaxrl.data.sft_data import read_jsonl as read_sft
 
 OUTPUTS = ("sft.jsonl", "rl_tasks.jsonl", "card.md", "summary.json")
@@ -51,6 +52,9 @@ def test_a_build_writes_sft_pairs_rl_tasks_a_card_and_a_summary(tmp_path):
     timing = result.summary["timing"]
     assert set(timing["stages_s"]) >= {"generate", "decontaminate", "validate", "verify", "tokenize", "write"}
     assert timing["pairs_per_minute"] > 0
+    shards = [json.loads(p.read_text()) for p in sorted((tmp_path / "shards").glob("*.timing.json"))]
+    assert timing["shards_s"] == pytest.approx(sum(t["wall_s"] for t in shards), abs=0.01)
+    assert all(t["wall_s"] >= max(t["stage_ends_s"].values()) for t in shards)  # each stage ended in its shard
 
 
 def test_two_builds_with_the_same_settings_write_the_same_bytes(tmp_path):
@@ -183,6 +187,7 @@ class _OddSoftmaxInvalid(FakeClient):
     def __init__(self):
         super().__init__(with_inductor=True)
         self.compiled: list[str] = []
+        self.invalid_evaluated: list[str] = []
 
     def validate(self, reference, input_sets=(), options=None):
         if "torch.softmax" in reference and _size(reference) % 2:
@@ -195,16 +200,51 @@ class _OddSoftmaxInvalid(FakeClient):
             self.compiled.append(reference)
         return super().inductor(reference, options)
 
+    def evaluate(self, reference, candidate, options=None, *, input_sets=()):
+        if "torch.softmax" in reference and _size(reference) % 2:  # as the sandbox answers for a failing reference
+            self._count()
+            with self._lock:
+                self.invalid_evaluated.append(reference)
+            return EvalResult(Status.INFRA_ERROR, error="reference failed: degenerate outputs")
+        return super().evaluate(reference, candidate, options, input_sets=input_sets)
 
-def test_inductor_starts_beside_validation_but_only_validated_tasks_are_verified_or_recorded(tmp_path):
+
+def test_inductor_modules_are_verified_beside_validation_but_only_validated_tasks_are_recorded(tmp_path):
     client = _OddSoftmaxInvalid()
     result = run_build(tmp_path, client, gpu=True, inductor=True, sft_pairs=60)
     assert [r for r in client.compiled if "torch.softmax" in r and _size(r) % 2]  # compiled before validation
+    assert client.invalid_evaluated  # verified before validation said no, without stopping the build
     softmax = [r for r in read_jsonl(tmp_path / "sft.jsonl") if r["family"] == "softmax"]
     sizes = [int(re.search(r"torch\.randn\((\d+), 8\)", r["prompt"][-1]["content"]).group(1)) for r in softmax]
     assert softmax and all(r["origin"] == "inductor" for r in softmax) and all(size % 2 == 0 for size in sizes)
     counts = result.summary["counts"]
     assert counts["inductor"]["attempted"] == counts["no_template"] + counts["template"]["failures"]["incorrect"]
+
+
+class _FirstVerdictLost(FakeClient):
+    """Every module's first verification comes back as infra_error."""
+
+    def __init__(self):
+        super().__init__(with_inductor=True)
+        self.tries: Counter[str] = Counter()
+
+    def evaluate(self, reference, candidate, options=None, *, input_sets=()):
+        result = super().evaluate(reference, candidate, options, input_sets=input_sets)
+        if "ModelNew from Inductor" in candidate:
+            with self._lock:
+                self.tries[reference] += 1
+                if self.tries[reference] == 1:
+                    return EvalResult(Status.INFRA_ERROR, error="worker lost")
+        return result
+
+
+def test_a_module_whose_early_verification_got_infra_error_is_verified_again(tmp_path):
+    client = _FirstVerdictLost()
+    result = run_build(tmp_path, client, gpu=True, inductor=True, sft_pairs=60)
+    softmax = [r for r in read_jsonl(tmp_path / "sft.jsonl") if r["family"] == "softmax"]
+    assert softmax and all(r["origin"] == "inductor" and r["verdict"]["status"] == "ok" for r in softmax)
+    assert result.summary["counts"]["inductor"]["failures"].get("infra_error", 0) == 0
+    assert set(client.tries.values()) == {2}
 
 
 def test_the_next_shard_is_compiled_while_this_one_is_built(tmp_path):

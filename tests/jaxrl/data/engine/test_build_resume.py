@@ -98,17 +98,23 @@ def test_a_stale_temporary_file_from_a_killed_run_is_swept(tmp_path):
     assert not stale.exists() and leftovers(tmp_path) == []
 
 
-def test_compiling_the_next_shard_ahead_changes_no_output_and_skips_repeats(tmp_path, monkeypatch):
+def test_compiling_later_shards_ahead_changes_no_output_and_skips_repeats(tmp_path, monkeypatch):
     from jaxrl.data.engine import build as build_module
 
     ahead = tmp_path / "ahead"
     client = FakeClient(with_inductor=True)
-    compiled = []
+    compiled, leads = [], []
     compile_ahead = build_module._ShardBuilder._compile_ahead
-    monkeypatch.setattr(build_module._ShardBuilder, "_compile_ahead",
-                        lambda self, *args: compiled.append(compile_ahead(self, *args)) or compiled[-1])
+
+    def recorded(self, index, later, seen):
+        leads.append(later - index)
+        compiled.append(compile_ahead(self, index, later, seen))
+        return compiled[-1]
+
+    monkeypatch.setattr(build_module._ShardBuilder, "_compile_ahead", recorded)
     run_build(ahead, client, gpu=True, inductor=True, sft_pairs=60)
     assert sum(len(results) for results in compiled) > 0  # shards were compiled ahead
+    assert max(leads) == build_module.INDUCTOR_AHEAD_SHARDS  # as many shards ahead as the build says
     earlier = [set(results) for results in compiled]
     assert all(not (a & b) for k, a in enumerate(earlier) for b in earlier[k + 1:])  # no reference twice
 
