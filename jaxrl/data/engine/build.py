@@ -25,7 +25,7 @@ import logging
 import sys
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -42,7 +42,7 @@ from jaxrl.data.engine.outcomes import (
 from jaxrl.data.engine.rows import answer_text, inductor_solution, pair_tokens, prompt_messages, rl_row, sft_row
 from jaxrl.data.engine.sandbox_api import BuildClient, status_name
 from jaxrl.data.engine.shards import ShardStore, shard_families, shard_seed
-from jaxrl.data.engine.stages import INFRA, InfraFailure, Retries, StageRunner
+from jaxrl.data.engine.stages import InfraFailure, Retries, StageRunner
 from jaxrl.data.engine.stats import BuildStats, compute_stats
 from jaxrl.data.engine.tasks import GeneratedTask, TeacherSolution
 from jaxrl.data.engine.tokens import TokenCounter
@@ -247,16 +247,26 @@ class _ShardBuilder:
         if self.settings.use_inductor:
             self._start_ahead(index, ahead_shards, seen_next)
         # Train tasks without a template go to Inductor at once, beside validation (a compilation takes tens of
-        # seconds on a GPU, a shard's validations a few), and their modules are verified as soon as they are
-        # compiled, before it is known which tasks validate: only those that do keep their results. Failed
-        # templates go to Inductor after their verification.
+        # seconds on a GPU, a shard's validations a few). They are validated first, one per call, and each
+        # module is verified as soon as it is compiled and its task has validated, beside the rest of the
+        # validations and the templates' verification: only references that validated reach the sandbox's
+        # long-lived judges. Failed templates go to Inductor after their verification.
         without = [i for i in live if splits[i] == "train" and tasks[i].solution is None] \
             if self.settings.use_inductor else []
+        gate = _ValidationGate()
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="data-inductor") as side:
             compiled = side.submit(lambda: self._verify_compiled(
-                stages, tasks, self._compiled(stages, tasks, without, ahead, timer), timer, speculative=True))
-            with timer("validate"):
-                results = stages.validate(self.client, [tasks[i] for i in live], self.settings.validate_options())
+                stages, tasks, self._compiled(stages, tasks, without, ahead, timer), timer, gate.validated))
+            try:
+                with timer("validate"):
+                    first = set(without)
+                    results = stages.validate(
+                        self.client, [tasks[i] for i in live], self.settings.validate_options(),
+                        alone=[k for k, i in enumerate(live) if i in first],
+                        on_result=lambda k, result: gate.record(tasks[live[k]].task_id,
+                                                                status_name(result.status) == "ok"))
+            finally:
+                gate.close()  # tasks without a result (an exception above) count as not validated
             validations = {}
             for i, result in zip(live, results):
                 if status_name(result.status) == "ok":
@@ -273,10 +283,10 @@ class _ShardBuilder:
             with timer("verify"):
                 self._verify(stages, tasks, templated, {i: tasks[i].solution for i in templated}, attempts,
                              verified, "verify")
-            self._keep(compiled.result(), stages, tasks, attempts, verified, timer)
+            _keep(compiled.result(), attempts, verified)
         if self.settings.use_inductor:
             late = self._compile(stages, tasks, [i for i in templated if i not in verified], timer)
-            self._keep(self._verify_compiled(stages, tasks, late, timer), stages, tasks, attempts, verified, timer)
+            _keep(self._verify_compiled(stages, tasks, late, timer), attempts, verified)
         rows: dict[int, dict[str, Any]] = {}
         with timer("tokenize"):
             for i, (solution, verdict) in sorted(verified.items()):
@@ -317,11 +327,13 @@ class _ShardBuilder:
 
     def _verify(self, stages: StageRunner, tasks: list[GeneratedTask], indices: list[int],
                 solutions: dict[int, TeacherSolution], attempts: dict[int, list[PairAttempt]],
-                verified: dict[int, tuple[TeacherSolution, EvalResult]], stage: str, accept_infra: bool = False
-                ) -> None:
+                verified: dict[int, tuple[TeacherSolution, EvalResult]], stage: str,
+                ready: Callable[[GeneratedTask], bool] | None = None) -> None:
+        """Verify the pairs (those whose task is `ready`, if given) and record each attempt and verified pair."""
         pairs = [(tasks[i], solutions[i]) for i in indices]
-        for i, result in zip(indices, stages.verify(self.client, pairs, self.settings.verify_options(), stage,
-                                                    accept_infra)):
+        for i, result in zip(indices, stages.verify(self.client, pairs, self.settings.verify_options(), stage, ready)):
+            if result is None:  # not sent: its task did not validate
+                continue
             status = status_name(result.status)
             attempts[i].append(PairAttempt(solutions[i].origin, status, "" if status == "ok" else _eval_reason(result)))
             if status == "ok":
@@ -350,7 +362,7 @@ class _ShardBuilder:
 
     def _compiled(self, stages: StageRunner, tasks: list[GeneratedTask], indices: list[int], ahead: Future | None,
                   timer: _Timer) -> dict[int, Any]:
-        """Inductor's results for these tasks: from the compilation started during the previous shard where
+        """Inductor's results for these tasks: from the compilation started during an earlier shard where
         there was one, the rest compiled now."""
         known: dict[str, Any] = {}
         if ahead is not None:
@@ -373,52 +385,66 @@ class _ShardBuilder:
                                                      self.settings.inductor_options())))
 
     def _verify_compiled(self, stages: StageRunner, tasks: list[GeneratedTask], results: dict[int, Any],
-                         timer: _Timer, speculative: bool = False) -> _InductorPairs:
-        """Verify Inductor's modules. Whether a task validates is left to `_keep`; `speculative`: it may
-        not, and a reference that fails validation fails here too (as infra_error, the reference's fault), so
-        such a verdict is returned instead of retried or raised."""
-        found = _InductorPairs({i: [] for i in results}, {}, {})
+                         timer: _Timer, ready: Callable[[GeneratedTask], bool] | None = None) -> _InductorPairs:
+        """Verify Inductor's modules (each once `ready(task)`, if given, says its task validated; the others are
+        not verified). Which tasks keep what this found is left to `_keep`."""
+        found = _InductorPairs({i: [] for i in results}, {})
+        modules = {}
         for i, result in sorted(results.items()):
             if status_name(result.status) == "ok" and result.source.strip():
-                found.modules[i] = inductor_solution(tasks[i], result)
+                modules[i] = inductor_solution(tasks[i], result)
             else:
                 reason = result.reason or ("an empty module" if status_name(result.status) == "ok" else "")
                 status = "failed" if status_name(result.status) == "ok" else status_name(result.status)
                 found.attempts[i].append(PairAttempt(INDUCTOR, status, _short(reason)))
-        if found.modules:
+        if modules:
             with timer("inductor"):
-                self._verify(stages, tasks, sorted(found.modules), found.modules, found.attempts, found.verified,
-                             "verify-inductor", accept_infra=speculative)
+                self._verify(stages, tasks, sorted(modules), modules, found.attempts, found.verified,
+                             "verify-inductor", ready)
         return found
-
-    def _keep(self, found: _InductorPairs, stages: StageRunner, tasks: list[GeneratedTask],
-              attempts: dict[int, list[PairAttempt]], verified: dict[int, tuple[TeacherSolution, EvalResult]],
-              timer: _Timer) -> None:
-        """Add what Inductor's modules gave the tasks in `attempts` (the validated train tasks); a verdict of
-        infra_error from a speculative verification is not kept: that module is verified again."""
-        again = []
-        for i in sorted(found.attempts):
-            if i not in attempts:
-                continue
-            tried = found.attempts[i]
-            if tried and tried[-1].status == INFRA and i in found.modules:
-                again.append(i)
-                tried = tried[:-1]
-            attempts[i].extend(tried)
-            if i in found.verified:
-                verified[i] = found.verified[i]
-        if again:
-            with timer("inductor"):
-                self._verify(stages, tasks, again, found.modules, attempts, verified, "verify-inductor")
 
 
 @dataclasses.dataclass(frozen=True)
 class _InductorPairs:
-    """Inductor's modules of some tasks and what verifying them gave: attempts and verified pairs by task."""
+    """What Inductor's modules gave some tasks: attempts and verified pairs by task."""
 
     attempts: dict[int, list[PairAttempt]]
-    modules: dict[int, TeacherSolution]
     verified: dict[int, tuple[TeacherSolution, EvalResult]]
+
+
+def _keep(found: _InductorPairs, attempts: dict[int, list[PairAttempt]],
+          verified: dict[int, tuple[TeacherSolution, EvalResult]]) -> None:
+    """Add what Inductor's modules gave the tasks in `attempts` (the validated train tasks)."""
+    for i in sorted(found.attempts):
+        if i in attempts:
+            attempts[i].extend(found.attempts[i])
+            if i in found.verified:
+                verified[i] = found.verified[i]
+
+
+class _ValidationGate:
+    """Whether each task validated, for threads that wait for it: `validated(task)` blocks until the task's
+    result is recorded or the gate is closed (then: not validated)."""
+
+    def __init__(self):
+        self._ok: dict[str, bool] = {}
+        self._cond = threading.Condition()
+        self._closed = False
+
+    def record(self, task_id: str, ok: bool) -> None:
+        with self._cond:
+            self._ok[task_id] = ok
+            self._cond.notify_all()
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+
+    def validated(self, task: GeneratedTask) -> bool:
+        with self._cond:
+            self._cond.wait_for(lambda: task.task_id in self._ok or self._closed)
+            return self._ok.get(task.task_id, False)
 
 
 class _Selection:
@@ -566,8 +592,9 @@ def _quantiles(values: list[float | None]) -> dict[str, float] | None:
 
 
 class _Timer:
-    """Seconds per stage; stages that overlap (verify and inductor) each count their own wall time. `ends`:
-    when each stage last finished, in seconds from the timer's start (what a shard waited for last)."""
+    """Seconds per stage; stages that overlap (inductor with validate and verify) each count their own wall
+    time. `ends`: when each stage last finished, in seconds from the timer's start (what a shard waited for
+    last)."""
 
     def __init__(self):
         self.started = time.perf_counter()

@@ -65,7 +65,9 @@ class StageRunner:
     stop: threading.Event | None = None  # once set, calls not yet made are not made (Stopped)
 
     def run(self, stage: str, items: Sequence[Item], call: Callable[[Item], Result],
-            is_infra: Callable[[Result], bool], describe: Callable[[Item], str]) -> list[Result]:
+            is_infra: Callable[[Result], bool], describe: Callable[[Item], str],
+            on_done: Callable[[int, Result], None] | None = None) -> list[Result]:
+        """`on_done(index, result)`, if given, is called from the worker thread as each item's result is final."""
         if not items:
             return []
         results: list[Result | None] = [None] * len(items)
@@ -77,6 +79,8 @@ class StageRunner:
                 result = call(items[index])
                 if not is_infra(result):
                     results[index] = result
+                    if on_done is not None:
+                        on_done(index, result)
                     return
                 self.counter.add(stage)
             raise InfraFailure(f"{stage}: the sandbox returned infra_error for {describe(items[index])} "
@@ -100,34 +104,51 @@ class StageRunner:
         pool.shutdown()
         return results  # type: ignore[return-value]
 
-    def validate(self, client: BuildClient, tasks: Sequence[GeneratedTask],
-                 options: ValidateOptions) -> list[ValidationResult]:
-        """In batches of VALIDATE_BATCH references per call (one validator process each, not one per task);
-        the tasks that got infra_error are then validated alone, with the stage's retries."""
-        batches = [tasks[start: start + VALIDATE_BATCH] for start in range(0, len(tasks), VALIDATE_BATCH)]
-        batched = self.run("validate", batches,
-                           lambda batch: client.validate_batch([(t.code, t.input_sets) for t in batch], options),
-                           lambda results: False, lambda batch: f"{len(batch)} tasks")
-        results = [result for batch_results in batched for result in batch_results]
+    def validate(self, client: BuildClient, tasks: Sequence[GeneratedTask], options: ValidateOptions,
+                 alone: Sequence[int] = (), on_result: Callable[[int, ValidationResult], None] | None = None
+                 ) -> list[ValidationResult]:
+        """In batches of VALIDATE_BATCH references per call (one validator process each, not one per task),
+        but the tasks at the positions in `alone` one per call, first (their results come back in about a
+        second, not after a batch's eight); the tasks that got infra_error are then validated alone, with
+        the stage's retries. `on_result(position, result)` is called as each task's result is final."""
+        singles = set(alone)
+        groups = [[i] for i in sorted(singles)]
+        rest = [i for i in range(len(tasks)) if i not in singles]
+        groups += [rest[start: start + VALIDATE_BATCH] for start in range(0, len(rest), VALIDATE_BATCH)]
+        results: list[ValidationResult | None] = [None] * len(tasks)
+
+        def batch_done(g: int, batch_results: list[ValidationResult]) -> None:
+            for i, result in zip(groups[g], batch_results):
+                results[i] = result
+                if on_result is not None and status_name(result.status) != INFRA:
+                    on_result(i, result)
+
+        self.run("validate", groups,
+                 lambda group: client.validate_batch([(tasks[i].code, tasks[i].input_sets) for i in group], options),
+                 lambda batch_results: False, lambda group: f"{len(group)} tasks", on_done=batch_done)
         again = [i for i, result in enumerate(results) if status_name(result.status) == INFRA]
-        retried = self.run("validate", [tasks[i] for i in again],
-                           lambda t: client.validate(t.code, t.input_sets, options),
-                           lambda r: status_name(r.status) == INFRA, lambda t: f"task {t.task_id}")
+        retried = self.run("validate", again, lambda i: client.validate(tasks[i].code, tasks[i].input_sets, options),
+                           lambda r: status_name(r.status) == INFRA, lambda i: f"task {tasks[i].task_id}",
+                           on_done=lambda k, result: on_result(again[k], result) if on_result else None)
         for i, result in zip(again, retried):
             self.counter.add("validate")
             results[i] = result
-        return results
+        return results  # type: ignore[return-value]
 
     def verify(self, client: BuildClient, pairs: Sequence[tuple[GeneratedTask, TeacherSolution]],
-               options: EvalOptions, stage: str = "verify", accept_infra: bool = False) -> list[EvalResult]:
+               options: EvalOptions, stage: str = "verify",
+               ready: Callable[[GeneratedTask], bool] | None = None) -> list[EvalResult | None]:
         """Each pair's completion text (`rows.answer_text`) against its task, on the task's input sets too.
-        `accept_infra`: an infra_error is returned like any verdict (not retried; the caller decides)."""
+        `ready(task)`, if given, is asked first (it may wait): a pair whose task is not ready is not sent, and
+        its result is None."""
 
-        def call(pair: tuple[GeneratedTask, TeacherSolution]) -> EvalResult:
+        def call(pair: tuple[GeneratedTask, TeacherSolution]) -> EvalResult | None:
             task, solution = pair
+            if ready is not None and not ready(task):
+                return None
             return client.evaluate(task.code, answer_text(solution), options, input_sets=task.input_sets)
 
-        return self.run(stage, pairs, call, lambda r: not accept_infra and status_name(r.status) == INFRA,
+        return self.run(stage, pairs, call, lambda r: r is not None and status_name(r.status) == INFRA,
                         lambda p: f"the {p[1].origin} pair of task {p[0].task_id}")
 
     def inductor(self, client: BuildClient, tasks: Sequence[GeneratedTask],

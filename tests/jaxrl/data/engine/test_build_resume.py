@@ -112,8 +112,12 @@ def test_compiling_later_shards_ahead_changes_no_output_and_skips_repeats(tmp_pa
         return compiled[-1]
 
     monkeypatch.setattr(build_module._ShardBuilder, "_compile_ahead", recorded)
+    asked: list[str] = []
+    compile_ = client.inductor
+    client.inductor = lambda reference, *a, **k: (asked.append(reference), compile_(reference, *a, **k))[1]
     run_build(ahead, client, gpu=True, inductor=True, sft_pairs=60)
     assert sum(len(results) for results in compiled) > 0  # shards were compiled ahead
+    assert len(asked) == len(set(asked))  # and used what was compiled ahead instead of compiling it again
     assert max(leads) == build_module.INDUCTOR_AHEAD_SHARDS  # as many shards ahead as the build says
     earlier = [set(results) for results in compiled]
     assert all(not (a & b) for k, a in enumerate(earlier) for b in earlier[k + 1:])  # no reference twice
