@@ -9,8 +9,9 @@ and shard files:
     start, sandbox start-up included);
   - each shard's wall time, seconds per stage (stages that overlap each count their own wall time) and when
     each stage last ended (which one the shard waited for);
-  - CPU: the machine's busy share and the CPU seconds of each sandbox process role (`trl-*`; `build` is the
-    build process with its embedded server), which shows whether cores or the GPU's context churn bind.
+  - CPU: the machine's busy share and the CPU seconds of each process role in the build's tree (`build` is
+    the build process, `untagged` its embedded sandbox server, the rest the sandbox's `trl-*` processes),
+    which shows whether cores or the GPU's context churn bind.
 
     python benchmarks/data_build_throughput.py --seconds 150 --rounds 2 --baseline-root /path/to/old/checkout \\
         --out r.json -- data.inductor=true sandbox.backend=cuda sandbox.workers=16 sandbox.max_concurrency=64
@@ -71,17 +72,50 @@ def pace(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def shard_stages(run_dir: Path) -> list[dict[str, Any]]:
-    """Each finished shard's pairs and seconds per stage, from its files."""
+    """Each finished shard's pairs and seconds per stage, from its files (a shard's rows are written last, so
+    a timing file without them is a shard the stop interrupted)."""
     out = []
-    for timing_path in sorted((run_dir / "shards").glob("*.timing.json")):
-        timing = json.loads(timing_path.read_text())
-        rows_path = timing_path.with_name(timing_path.name.replace(".timing.json", ".jsonl"))
+    for rows_path in sorted((run_dir / "shards").glob("shard-*.jsonl")):
+        timing_path = rows_path.with_name(rows_path.name.replace(".jsonl", ".timing.json"))
+        timing = json.loads(timing_path.read_text()) if timing_path.exists() else {}
         rows = [json.loads(line) for line in rows_path.read_text().splitlines() if line.strip()]
         out.append({"shard": timing.get("shard"), "sft_pairs": sum(1 for r in rows if r.get("sft_row")),
                     "wall_s": timing.get("wall_s"),  # absent in older checkouts
                     "stages_s": {k: round(v, 1) for k, v in timing.get("stages_s", {}).items()},
                     "stage_ends_s": {k: round(v, 1) for k, v in timing.get("stage_ends_s", {}).items()}})
     return out
+
+
+def group_members(pgid: int) -> list[int]:
+    """Live (not zombie) processes whose process group is `pgid`."""
+    members = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except (OSError, IndexError):
+                continue
+            if fields[0] != "Z" and int(fields[2]) == pgid:
+                members.append(int(entry))
+    return members
+
+
+def stop_group(pgid: int, grace_s: float) -> None:
+    """SIGTERM to the build's process group (the build and its embedded server, which stops its sandbox
+    processes), then SIGKILL to whatever is left after `grace_s`."""
+    try:
+        os.killpg(pgid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline and group_members(pgid):
+        time.sleep(0.2)
+    if group_members(pgid):
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
 
 
 def run_build(root: Path, config: str, overrides: list[str], seconds: float, work: Path, name: str) -> dict[str, Any]:
@@ -103,17 +137,14 @@ def run_build(root: Path, config: str, overrides: list[str], seconds: float, wor
                                                           for line in process.stdout), daemon=True)
     reader.start()
     roles = RoleCPU(process.pid, interval_s=0.1)
+    stopped = False
     try:
         process.wait(timeout=seconds)
-        stopped = False
     except subprocess.TimeoutExpired:
         stopped = True
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=STOP_GRACE_S)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+    finally:  # the build and its embedded server are gone before the next build starts, whatever happened
+        stop_group(process.pid, STOP_GRACE_S)
+        process.wait()
     cpu = roles.stop()
     busy1, total1 = cpu_times()
     reader.join(timeout=10)

@@ -17,8 +17,8 @@ from collections import defaultdict
 TICK_S = 1.0 / os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 0.01
 
 
-def _stat(pid: int) -> tuple[str, float, float] | None:
-    """(name, own CPU s, reaped children's CPU s) of a process, or None when it is gone."""
+def _stat(pid: int) -> tuple[str, int, float, float] | None:
+    """(name, parent pid, own CPU s, reaped children's CPU s) of a process, or None when it is gone."""
     try:
         with open(f"/proc/{pid}/stat") as f:
             text = f.read()
@@ -28,11 +28,27 @@ def _stat(pid: int) -> tuple[str, float, float] | None:
     fields = text[text.rindex(")") + 2:].split()
     own = (float(fields[11]) + float(fields[12])) * TICK_S
     children = (float(fields[13]) + float(fields[14])) * TICK_S
-    return name, own, children
+    return name, int(fields[1]), own, children
+
+
+def descendants(root: int, parents: dict[int, int]) -> set[int]:
+    """`root` and every process below it, from a {pid: parent pid} map."""
+    children: dict[int, list[int]] = defaultdict(list)
+    for pid, parent in parents.items():
+        children[parent].append(pid)
+    found, todo = {root}, [root]
+    while todo:
+        for child in children.get(todo.pop(), ()):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
 
 
 class RoleCPU:
-    """Samples the tree of `server_pid` (the server and every `trl-*` process) until `stop()`."""
+    """Samples the process tree under `server_pid` until `stop()`: the root is `server`, the sandbox's named
+    processes their role (`trl-candidate` -> `candidate`), anything else in the tree `untagged`. Processes
+    outside the tree (another server's, say) are not counted."""
 
     def __init__(self, server_pid: int, interval_s: float = 0.05):
         self.server_pid = server_pid
@@ -51,10 +67,11 @@ class RoleCPU:
             pids = [int(p) for p in os.listdir("/proc") if p.isdigit()]
         except OSError:
             return
-        for pid in pids:
-            stat = _stat(pid)
-            if stat is not None and (pid == self.server_pid or stat[0].startswith("trl-")):
-                self._last[pid] = stat
+        stats = {pid: stat for pid in pids if (stat := _stat(pid)) is not None}
+        tree = descendants(self.server_pid, {pid: stat[1] for pid, stat in stats.items()})
+        for pid in tree & stats.keys():
+            name, _, own, children = stats[pid]
+            self._last[pid] = (name, own, children)
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval_s):
@@ -69,7 +86,8 @@ class RoleCPU:
         reaped = 0.0
         for pid, (name, own, children) in self._last.items():
             _, own0, children0 = self._first.get(pid, (name, 0.0, 0.0))
-            role = "server" if pid == self.server_pid else name.removeprefix("trl-")
+            role = "server" if pid == self.server_pid else name.removeprefix("trl-") if name.startswith("trl-") \
+                else "untagged"
             roles[role] += own - own0
             if name == "trl-template":
                 reaped += children - children0
@@ -82,7 +100,8 @@ class RoleCPU:
 def cpu_times() -> tuple[float, float]:
     """(busy, total) jiffies of all cores from /proc/stat (0, 0 where it does not exist)."""
     try:
-        fields = [float(v) for v in open("/proc/stat").readline().split()[1:]]
+        with open("/proc/stat") as f:
+            fields = [float(v) for v in f.readline().split()[1:]]
     except OSError:
         return 0.0, 0.0
     idle = fields[3] + (fields[4] if len(fields) > 4 else 0.0)

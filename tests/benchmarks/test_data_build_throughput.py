@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+import time
 
 import pytest
 
@@ -40,3 +43,23 @@ def test_shard_files_give_each_shards_pairs_and_stage_times(tmp_path):
     assert bench.shard_stages(tmp_path) == [{"shard": 0, "sft_pairs": 1, "wall_s": 11.2,
                                              "stages_s": {"validate": 4.0, "verify": 6.5},
                                              "stage_ends_s": {"verify": 11.0}}]
+
+
+def test_stopping_a_build_stops_its_whole_process_group():
+    # A parent and a child of its own in one process group, as the build and its embedded server.
+    script = ("import subprocess, sys, time; "
+              "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); time.sleep(60)")
+    process = subprocess.Popen([sys.executable, "-c", script], start_new_session=True)
+    for _ in range(50):
+        if len(bench.group_members(process.pid)) == 2:
+            break
+        time.sleep(0.1)
+    assert len(bench.group_members(process.pid)) == 2
+    bench.stop_group(process.pid, grace_s=10)
+    process.wait(timeout=10)
+    assert bench.group_members(process.pid) == []
+
+
+def test_cpu_roles_count_only_the_tree_under_the_root():
+    process_cpu = load_benchmark("process_cpu")
+    assert process_cpu.descendants(10, {11: 10, 12: 11, 13: 1, 14: 13}) == {10, 11, 12}
