@@ -39,7 +39,7 @@ for path in (REPO_ROOT, REPO_ROOT / "benchmarks"):
         sys.path.insert(0, str(path))
 
 from jaxrl.data.kernelbench_source import KernelBenchUnavailable, resolve_kernelbench  # noqa: E402
-from process_cpu import RoleCPU, cpu_times  # noqa: E402
+from process_cpu import RoleCPU, cpu_times, pids, stat_fields  # noqa: E402
 
 SHARD_LINE = re.compile(r"^shard (\d+): SFT pairs (\d+)/\d+, RL tasks (\d+)/\d+")
 STOP_GRACE_S = 60.0
@@ -89,15 +89,10 @@ def shard_stages(run_dir: Path) -> list[dict[str, Any]]:
 def group_members(pgid: int) -> list[int]:
     """Live (not zombie) processes whose process group is `pgid`."""
     members = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    fields = f.read().rsplit(")", 1)[1].split()
-            except (OSError, IndexError):
-                continue
-            if fields[0] != "Z" and int(fields[2]) == pgid:
-                members.append(int(entry))
+    for pid in pids():
+        found = stat_fields(pid)
+        if found is not None and found[1][0] != "Z" and int(found[1][2]) == pgid:
+            members.append(pid)
     return members
 
 

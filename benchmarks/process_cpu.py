@@ -17,15 +17,30 @@ from collections import defaultdict
 TICK_S = 1.0 / os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 0.01
 
 
-def _stat(pid: int) -> tuple[str, int, float, float] | None:
-    """(name, parent pid, own CPU s, reaped children's CPU s) of a process, or None when it is gone."""
+def pids() -> list[int]:
+    """Every process id in /proc (empty where there is none)."""
+    try:
+        return [int(entry) for entry in os.listdir("/proc") if entry.isdigit()]
+    except OSError:
+        return []
+
+
+def stat_fields(pid: int) -> tuple[str, list[str]] | None:
+    """A process's name and the fields of /proc/<pid>/stat after it (state first), or None when it is gone."""
     try:
         with open(f"/proc/{pid}/stat") as f:
             text = f.read()
     except OSError:
         return None
-    name = text[text.index("(") + 1: text.rindex(")")]
-    fields = text[text.rindex(")") + 2:].split()
+    return text[text.index("(") + 1: text.rindex(")")], text[text.rindex(")") + 2:].split()
+
+
+def _stat(pid: int) -> tuple[str, int, float, float] | None:
+    """(name, parent pid, own CPU s, reaped children's CPU s) of a process, or None when it is gone."""
+    found = stat_fields(pid)
+    if found is None:
+        return None
+    name, fields = found
     own = (float(fields[11]) + float(fields[12])) * TICK_S
     children = (float(fields[13]) + float(fields[14])) * TICK_S
     return name, int(fields[1]), own, children
@@ -63,11 +78,7 @@ class RoleCPU:
         self._thread.start()
 
     def _sample(self) -> None:
-        try:
-            pids = [int(p) for p in os.listdir("/proc") if p.isdigit()]
-        except OSError:
-            return
-        stats = {pid: stat for pid in pids if (stat := _stat(pid)) is not None}
+        stats = {pid: stat for pid in pids() if (stat := _stat(pid)) is not None}
         tree = descendants(self.server_pid, {pid: stat[1] for pid, stat in stats.items()})
         for pid in tree & stats.keys():
             name, _, own, children = stats[pid]

@@ -112,24 +112,28 @@ class StageRunner:
         second, not after a batch's eight); the tasks that got infra_error are then validated alone, with
         the stage's retries. `on_result(position, result)` is called as each task's result is final."""
         singles = set(alone)
-        groups = [[i] for i in sorted(singles)]
         rest = [i for i in range(len(tasks)) if i not in singles]
-        groups += [rest[start: start + VALIDATE_BATCH] for start in range(0, len(rest), VALIDATE_BATCH)]
-        results: list[ValidationResult | None] = [None] * len(tasks)
+        groups = [[i] for i in sorted(singles)] + [rest[start: start + VALIDATE_BATCH]
+                                                   for start in range(0, len(rest), VALIDATE_BATCH)]
 
-        def batch_done(g: int, batch_results: list[ValidationResult]) -> None:
-            for i, result in zip(groups[g], batch_results):
-                results[i] = result
+        def report(positions: Sequence[int], position_results: Sequence[ValidationResult]) -> None:
+            for i, result in zip(positions, position_results):
                 if on_result is not None and status_name(result.status) != INFRA:
                     on_result(i, result)
 
-        self.run("validate", groups,
-                 lambda group: client.validate_batch([(tasks[i].code, tasks[i].input_sets) for i in group], options),
-                 lambda batch_results: False, lambda group: f"{len(group)} tasks", on_done=batch_done)
+        batched = self.run("validate", groups,
+                           lambda group: client.validate_batch([(tasks[i].code, tasks[i].input_sets) for i in group],
+                                                               options),
+                           lambda batch_results: False, lambda group: f"{len(group)} tasks",
+                           on_done=lambda g, batch_results: report(groups[g], batch_results))
+        results: list[ValidationResult | None] = [None] * len(tasks)
+        for group, batch_results in zip(groups, batched):
+            for i, result in zip(group, batch_results):
+                results[i] = result
         again = [i for i, result in enumerate(results) if status_name(result.status) == INFRA]
         retried = self.run("validate", again, lambda i: client.validate(tasks[i].code, tasks[i].input_sets, options),
                            lambda r: status_name(r.status) == INFRA, lambda i: f"task {tasks[i].task_id}",
-                           on_done=lambda k, result: on_result(again[k], result) if on_result else None)
+                           on_done=lambda k, result: report([again[k]], [result]))
         for i, result in zip(again, retried):
             self.counter.add("validate")
             results[i] = result
