@@ -3,7 +3,10 @@
 For the reference's own inputs and each input set: the model builds, runs on several seeds, gives
 finite outputs, gives the same outputs when built and run again from the same seed (deterministic),
 gives different outputs for different inputs (it does not ignore them), and is not degenerate (a
-constant or zeros would not pass the tolerance). Its peak memory is measured, and on the GPU its time,
+constant or zeros would not pass the tolerance). A reference with float16 or bfloat16 outputs must also
+agree, within their tolerance, with itself computed in float32: one that does not (a long scan
+accumulated in half precision, say) would fail every kernel that computes more precisely than it does, so
+its verdicts would be noise. Its peak memory is measured, and on the GPU its time,
 while the server holds the GPU for it alone. A reference that raises, hangs or blows its memory costs
 only this process.
 
@@ -15,6 +18,7 @@ frees what the last one left on the GPU.
 
 from __future__ import annotations
 
+import copy
 import resource
 from collections.abc import Callable
 
@@ -26,6 +30,11 @@ from sandbox_service.worker import handover, harness, sizing
 from sandbox_service.worker.protocol import Receiver
 
 Emit = Callable[..., None]
+_HALF_DTYPES = (torch.float16, torch.bfloat16)
+_HALF_DTYPE_NAMES = tuple(correctness.dtype_name(dtype) for dtype in _HALF_DTYPES)
+# The float32 comparison copies the model and the inputs at twice their size; beyond this many bytes of
+# 16-bit inputs and outputs it is skipped rather than risk memory the process was not given.
+FLOAT32_CHECK_MAX_BYTES = 1 << 30
 
 
 def _close(a: list[torch.Tensor], b: list[torch.Tensor], tolerances) -> bool:
@@ -96,9 +105,43 @@ def _check_set(module, job: dict, device: torch.device, tolerances) -> tuple[dic
         report["reason"] = "degenerate outputs: a constant would pass the tolerance"
     elif not report["varies_with_seed"]:
         report["reason"] = "the outputs do not change with the inputs"
+    elif any(name in _HALF_DTYPE_NAMES for name in report["output_dtypes"]) and (drift := _float32_drift(
+            model, module, seeds, device, tolerances, report["input_bytes"] + report["output_bytes"])):
+        report["reason"] = f"unstable in its precision: {drift}"
     else:
         report["ok"] = True
     return report, model
+
+
+def _float32_drift(model: torch.nn.Module, module, seeds: list[int], device: torch.device, tolerances,
+                   size_bytes: int) -> str:
+    """Which 16-bit float output (if any), on which of the validation's seeds, is not within its tolerance
+    of the same reference run in float32 on the same inputs; "" when they agree or the check cannot run
+    (too large, or the reference does not run in float32: then its own precision is all there is)."""
+    if size_bytes > FLOAT32_CHECK_MAX_BYTES:
+        return ""
+    try:
+        wide_model = copy.deepcopy(model).float()
+        for trial_seed in seeds:
+            inputs = harness.trial_inputs(module, trial_seed, device)
+            wide_inputs = [t.float() if isinstance(t, torch.Tensor) and t.is_floating_point() else t for t in inputs]
+            with torch.no_grad():
+                outputs = harness.flatten_outputs(model(*inputs))
+                wide = harness.flatten_outputs(wide_model(*wide_inputs))
+            if len(wide) != len(outputs):
+                return ""
+            for index, (low, high) in enumerate(zip(outputs, wide)):
+                if low.dtype not in _HALF_DTYPES or high.shape != low.shape:
+                    continue
+                atol, rtol = tolerances(correctness.dtype_name(low.dtype))
+                if not correctness.within(high.to(low.dtype), low, atol, rtol):
+                    worst = (high.float() - low.float()).abs().max().item()
+                    return (f"output {index} ({correctness.dtype_name(low.dtype)}) for seed {trial_seed} is not within "
+                            f"atol={atol:g} rtol={rtol:g} of the same reference computed in float32 (largest "
+                            f"difference {worst:.3g}), so a kernel more precise than the reference would fail")
+    except BaseException:  # noqa: BLE001 - float32 is not this reference's contract; nothing to compare
+        return ""
+    return ""
 
 
 def _peak_memory_mb(device: torch.device) -> float:

@@ -9,7 +9,7 @@ import dataclasses
 
 import pytest
 
-from sandbox_cases import CORRECT, FIXTURES, INCORRECT, REFERENCE
+from sandbox_cases import CANCELLING, CORRECT, FIXTURES, HALF_REFERENCE, INCORRECT, REFERENCE
 from sandbox_service.evaluation import evaluate, run_isolated
 from sandbox_service.options import EvalOptions
 from sandbox_service.results import Status
@@ -145,3 +145,15 @@ def test_a_validation_batch_times_each_reference_in_one_process_and_gives_its_me
     assert results[0].ref_timing.median_us > results[2].ref_timing.median_us > 0
     assert spawned == ["validator"]
     assert gpu_lane.memory._used == 0
+
+
+def test_a_16_bit_reference_that_disagrees_with_itself_in_float32_is_invalid_on_the_gpu(gpu_lane):
+    from sandbox_service.options import ValidateOptions
+    from sandbox_service.validation import validate_batch
+
+    results = validate_batch([(HALF_REFERENCE.format(body=CANCELLING, dtype="float16"), []),
+                              (HALF_REFERENCE.format(body="        return a * b + 1.0", dtype="float16"), [])],
+                             ValidateOptions(timing_runs=20), gpu_lane)
+    assert [r.status.value for r in results] == ["invalid", "ok"], [r.reason for r in results]
+    assert "unstable in its precision" in results[0].reason and "computed in float32" in results[0].reason
+    assert results[1].ref_timing is not None and gpu_lane.memory._used == 0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sandbox_cases import REFERENCE
+from sandbox_cases import CANCELLING, HALF_REFERENCE, REFERENCE
 from sandbox_service.options import InputSet, ValidateOptions
 from sandbox_service.results import ValidationStatus
 from sandbox_service.validation import validate, validate_batch
@@ -106,3 +106,19 @@ def test_a_reference_that_changes_global_settings_does_not_change_the_next_ones_
     results = validate_batch([(doubles, []), (REFERENCE, [])], OPTIONS, cpu_lane)
     assert [r.status for r in results] == [ValidationStatus.OK, ValidationStatus.OK], [r.reason for r in results]
     assert results[1].input_sets[0].output_dtypes == ["float32"]
+
+
+def test_a_16_bit_reference_must_agree_with_itself_computed_in_float32(cpu_lane):
+    items = [
+        (HALF_REFERENCE.format(body=CANCELLING, dtype="float16"), []),
+        (HALF_REFERENCE.format(body=CANCELLING, dtype="bfloat16"), []),
+        (HALF_REFERENCE.format(body="        return a * b + 1.0", dtype="float16"), []),
+        # one that refuses float32 has only its own precision to be judged by
+        (HALF_REFERENCE.format(body="        assert a.dtype == torch.float16\n" + CANCELLING, dtype="float16"), []),
+    ]
+    results = validate_batch(items, OPTIONS, cpu_lane)
+    assert [r.status for r in results] == [ValidationStatus.INVALID, ValidationStatus.INVALID,
+                                           ValidationStatus.OK, ValidationStatus.OK], [r.reason for r in results]
+    for result, dtype in zip(results[:2], ("float16", "bfloat16")):
+        assert "unstable in its precision" in result.reason and f"output 0 ({dtype})" in result.reason, result.reason
+        assert "computed in float32" in result.reason
