@@ -3,10 +3,10 @@
 For the reference's own inputs and each input set: the model builds, runs on several seeds, gives
 finite outputs, gives the same outputs when built and run again from the same seed (deterministic),
 gives different outputs for different inputs (it does not ignore them), and is not degenerate (a
-constant or zeros would not pass the tolerance). A reference with float16 or bfloat16 outputs must also
-agree, within their tolerance, with itself computed in float32: one that does not (a long scan
-accumulated in half precision, say) would fail every kernel that computes more precisely than it does, so
-its verdicts would be noise. Its peak memory is measured, and on the GPU its time,
+constant or zeros would not pass the tolerance). A reference with float16 or bfloat16 outputs, inputs or
+parameters must also agree, within its outputs' tolerance, with itself computed in float32: one that does
+not (a long scan accumulated in half precision, say) would fail every kernel that computes more precisely
+than it does, so its verdicts would be noise. Its peak memory is measured, and on the GPU its time,
 while the server holds the GPU for it alone. A reference that raises, hangs or blows its memory costs
 only this process.
 
@@ -32,8 +32,8 @@ from sandbox_service.worker.protocol import Receiver
 Emit = Callable[..., None]
 _HALF_DTYPES = (torch.float16, torch.bfloat16)
 _HALF_DTYPE_NAMES = tuple(correctness.dtype_name(dtype) for dtype in _HALF_DTYPES)
-# The float32 comparison copies the model and the inputs at twice their size; beyond this many bytes of
-# 16-bit inputs and outputs it is skipped rather than risk memory the process was not given.
+# The float32 comparison copies the model and the inputs at up to twice their size; beyond this many bytes of
+# parameters, buffers, inputs and outputs it is skipped rather than risk memory the process was not given.
 FLOAT32_CHECK_MAX_BYTES = 1 << 30
 
 
@@ -59,9 +59,10 @@ def _check_set(module, job: dict, device: torch.device, tolerances) -> tuple[dic
     try:
         init = harness.init_inputs(module, seed, device)
         model = harness.build_model(module, "Model", init, seed, device).eval()
-        first, bands = None, []
+        first, bands, half_inputs = None, [], False
         for index, trial_seed in enumerate(seeds):
             inputs = harness.trial_inputs(module, trial_seed, device)
+            half_inputs = half_inputs or any(isinstance(t, torch.Tensor) and t.dtype in _HALF_DTYPES for t in inputs)
             with torch.no_grad():
                 outputs = [t.detach() for t in harness.flatten_outputs(model(*inputs))]
             harness.synchronize(device)
@@ -99,13 +100,14 @@ def _check_set(module, job: dict, device: torch.device, tolerances) -> tuple[dic
         return report, None
     finally:
         report["peak_memory_mb"] = _peak_memory_mb(device)
+    del first, again, again_inputs  # room for the float32 check
     if not report["deterministic"]:
         report["reason"] = "not deterministic: the same seed gave different outputs"
     elif report["degenerate"]:
         report["reason"] = "degenerate outputs: a constant would pass the tolerance"
     elif not report["varies_with_seed"]:
         report["reason"] = "the outputs do not change with the inputs"
-    elif any(name in _HALF_DTYPE_NAMES for name in report["output_dtypes"]) and (drift := _float32_drift(
+    elif _uses_16_bit(model, half_inputs, report["output_dtypes"]) and (drift := _float32_drift(
             model, module, seeds, device, tolerances, report["input_bytes"] + report["output_bytes"])):
         report["reason"] = f"unstable in its precision: {drift}"
     else:
@@ -114,24 +116,28 @@ def _check_set(module, job: dict, device: torch.device, tolerances) -> tuple[dic
 
 
 def _float32_drift(model: torch.nn.Module, module, seeds: list[int], device: torch.device, tolerances,
-                   size_bytes: int) -> str:
-    """Which 16-bit float output (if any), on which of the validation's seeds, is not within its tolerance
-    of the same reference run in float32 on the same inputs; "" when they agree or the check cannot run
-    (too large, or the reference does not run in float32: then its own precision is all there is)."""
-    if size_bytes > FLOAT32_CHECK_MAX_BYTES:
+                   io_bytes: int) -> str:
+    """Which floating output (if any), on which of the validation's seeds, is not within its tolerance of
+    the same reference with its 16-bit parameters and inputs in float32; "" when they agree or the check
+    cannot run (too large for the memory the lane reserved, or the reference does not run in float32: then
+    its own precision is all there is). A float32 run that breaks the CUDA context is the reference's
+    fault: its reason says so, and the process goes no further (`run` finds the device broken)."""
+    size = io_bytes + sum(t.numel() * t.element_size() for t in (*model.parameters(), *model.buffers()))
+    if size > FLOAT32_CHECK_MAX_BYTES:
         return ""
     try:
-        wide_model = copy.deepcopy(model).float()
+        wide_model = copy.deepcopy(model)
+        for tensor in (*wide_model.parameters(), *wide_model.buffers()):
+            tensor.data = _widen(tensor.data)
         for trial_seed in seeds:
-            inputs = harness.trial_inputs(module, trial_seed, device)
-            wide_inputs = [t.float() if isinstance(t, torch.Tensor) and t.is_floating_point() else t for t in inputs]
             with torch.no_grad():
-                outputs = harness.flatten_outputs(model(*inputs))
-                wide = harness.flatten_outputs(wide_model(*wide_inputs))
+                outputs = harness.flatten_outputs(model(*harness.trial_inputs(module, trial_seed, device)))
+                # inputs made again: a forward that changes its inputs in place changes only its own
+                wide = harness.flatten_outputs(wide_model(*map(_widen, harness.trial_inputs(module, trial_seed, device))))
             if len(wide) != len(outputs):
                 return ""
             for index, (low, high) in enumerate(zip(outputs, wide)):
-                if low.dtype not in _HALF_DTYPES or high.shape != low.shape:
+                if not low.is_floating_point() or high.shape != low.shape:
                     continue
                 atol, rtol = tolerances(correctness.dtype_name(low.dtype))
                 if not correctness.within(high.to(low.dtype), low, atol, rtol):
@@ -139,9 +145,23 @@ def _float32_drift(model: torch.nn.Module, module, seeds: list[int], device: tor
                     return (f"output {index} ({correctness.dtype_name(low.dtype)}) for seed {trial_seed} is not within "
                             f"atol={atol:g} rtol={rtol:g} of the same reference computed in float32 (largest "
                             f"difference {worst:.3g}), so a kernel more precise than the reference would fail")
-    except BaseException:  # noqa: BLE001 - float32 is not this reference's contract; nothing to compare
-        return ""
+    except Exception as exc:  # noqa: BLE001 - float32 is not this reference's contract; nothing to compare
+        if device.type == "cuda":
+            try:
+                torch.cuda.synchronize()
+            except Exception:  # noqa: BLE001 - a device-side assert: this process's CUDA context is gone
+                return "its float32 run broke the CUDA context: " + harness.format_exception(exc).strip().splitlines()[-1][:300]
     return ""
+
+
+def _widen(value):
+    """A float16 or bfloat16 tensor as float32; anything else as it is."""
+    return value.float() if isinstance(value, torch.Tensor) and value.dtype in _HALF_DTYPES else value
+
+
+def _uses_16_bit(model: torch.nn.Module, half_inputs: bool, output_dtypes: list[str]) -> bool:
+    return half_inputs or any(name in _HALF_DTYPE_NAMES for name in output_dtypes) or any(
+        t.dtype in _HALF_DTYPES for t in (*model.parameters(), *model.buffers()))
 
 
 def _peak_memory_mb(device: torch.device) -> float:

@@ -157,3 +157,35 @@ def test_a_16_bit_reference_that_disagrees_with_itself_in_float32_is_invalid_on_
     assert [r.status.value for r in results] == ["invalid", "ok"], [r.reason for r in results]
     assert "unstable in its precision" in results[0].reason and "computed in float32" in results[0].reason
     assert results[1].ref_timing is not None and gpu_lane.memory._used == 0
+
+
+BREAKS_IN_FLOAT32 = """import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("table", torch.randn(1024))
+
+    def forward(self, a):
+        index = torch.ceil(a * 0 + 1023.1).long()  # 1023 in float16, 1024 (out of bounds) in float32
+        return self.table[index] + a
+
+
+def get_inputs():
+    return [torch.randn(64, 256, dtype=torch.float16)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_a_reference_whose_float32_run_breaks_the_cuda_context_is_invalid_and_the_next_one_goes_on(gpu_lane):
+    from sandbox_service.options import ValidateOptions
+    from sandbox_service.validation import validate_batch
+
+    results = validate_batch([(BREAKS_IN_FLOAT32, []), (REFERENCE, [])], ValidateOptions(timing_runs=20), gpu_lane)
+    assert [r.status.value for r in results] == ["invalid", "ok"], [r.reason for r in results]
+    assert "float32 run broke the CUDA context" in results[0].reason, results[0].reason

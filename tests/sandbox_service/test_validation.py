@@ -115,10 +115,17 @@ def test_a_16_bit_reference_must_agree_with_itself_computed_in_float32(cpu_lane)
         (HALF_REFERENCE.format(body="        return a * b + 1.0", dtype="float16"), []),
         # one that refuses float32 has only its own precision to be judged by
         (HALF_REFERENCE.format(body="        assert a.dtype == torch.float16\n" + CANCELLING, dtype="float16"), []),
+        # 16-bit arithmetic behind a float32 output is checked too
+        (HALF_REFERENCE.format(body=CANCELLING.replace("return (big + b) - big", "return ((big + b) - big).float()"),
+                               dtype="float16"), []),
+        # a forward that changes its (float32) input in place: the float32 run gets inputs of its own
+        (HALF_REFERENCE.format(body="        a.mul_(2)\n        return a.half() + b", dtype="float16").replace(
+            "torch.randn(64, 256, dtype=torch.float16), torch", "torch.randn(64, 256), torch"), []),
     ]
     results = validate_batch(items, OPTIONS, cpu_lane)
-    assert [r.status for r in results] == [ValidationStatus.INVALID, ValidationStatus.INVALID,
-                                           ValidationStatus.OK, ValidationStatus.OK], [r.reason for r in results]
-    for result, dtype in zip(results[:2], ("float16", "bfloat16")):
+    assert [r.status for r in results] == [ValidationStatus.INVALID, ValidationStatus.INVALID, ValidationStatus.OK,
+                                           ValidationStatus.OK, ValidationStatus.INVALID, ValidationStatus.OK], \
+        [r.reason for r in results]
+    for result, dtype in zip([*results[:2], results[4]], ("float16", "bfloat16", "float32")):
         assert "unstable in its precision" in result.reason and f"output 0 ({dtype})" in result.reason, result.reason
         assert "computed in float32" in result.reason
