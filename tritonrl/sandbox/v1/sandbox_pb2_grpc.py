@@ -95,8 +95,8 @@ class SandboxServicer:
 
     def Validate(self, request, context):
         """Validate a reference against itself (to admit a task): it builds, runs on several seeds, gives
-        finite, deterministic, non-degenerate outputs that follow its inputs, fits the memory limit, and
-        (on a GPU) takes at least min_ref_time_us. Runs in a fresh process: a bad reference costs only itself.
+        finite, deterministic, non-degenerate outputs that follow its inputs, agrees with itself computed in
+        float32 where it uses 16-bit floats, fits the memory limit, and (on a GPU) takes at least min_ref_time_us. Runs in a fresh process: a bad reference costs only itself.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
