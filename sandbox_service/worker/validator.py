@@ -122,12 +122,11 @@ def _float32_drift(model: torch.nn.Module, module, seeds: list[int], device: tor
     cannot run (too large for the memory the lane reserved, or the reference does not run in float32: then
     its own precision is all there is). A float32 run that breaks the CUDA context is the reference's
     fault: its reason says so, and the process goes no further (`run` finds the device broken)."""
-    size = io_bytes + sum(t.numel() * t.element_size() for t in (*model.parameters(), *model.buffers()))
-    if size > FLOAT32_CHECK_MAX_BYTES:
+    if io_bytes + handover.total_bytes(_tensors(model)) > FLOAT32_CHECK_MAX_BYTES:
         return ""
     try:
         wide_model = copy.deepcopy(model)
-        for tensor in (*wide_model.parameters(), *wide_model.buffers()):
+        for tensor in _tensors(wide_model):
             tensor.data = _widen(tensor.data)
         for trial_seed in seeds:
             with torch.no_grad():
@@ -146,11 +145,10 @@ def _float32_drift(model: torch.nn.Module, module, seeds: list[int], device: tor
                             f"atol={atol:g} rtol={rtol:g} of the same reference computed in float32 (largest "
                             f"difference {worst:.3g}), so a kernel more precise than the reference would fail")
     except Exception as exc:  # noqa: BLE001 - float32 is not this reference's contract; nothing to compare
-        if device.type == "cuda":
-            try:
-                torch.cuda.synchronize()
-            except Exception:  # noqa: BLE001 - a device-side assert: this process's CUDA context is gone
-                return "its float32 run broke the CUDA context: " + harness.format_exception(exc).strip().splitlines()[-1][:300]
+        try:
+            harness.synchronize(device)
+        except Exception:  # noqa: BLE001 - a device-side assert: this process's CUDA context is gone
+            return "its float32 run broke the CUDA context: " + harness.format_exception(exc).strip().splitlines()[-1][:300]
     return ""
 
 
@@ -159,9 +157,14 @@ def _widen(value):
     return value.float() if isinstance(value, torch.Tensor) and value.dtype in _HALF_DTYPES else value
 
 
+def _tensors(model: torch.nn.Module) -> list[torch.Tensor]:
+    """The model's parameters and buffers."""
+    return [*model.parameters(), *model.buffers()]
+
+
 def _uses_16_bit(model: torch.nn.Module, half_inputs: bool, output_dtypes: list[str]) -> bool:
     return half_inputs or any(name in _HALF_DTYPE_NAMES for name in output_dtypes) or any(
-        t.dtype in _HALF_DTYPES for t in (*model.parameters(), *model.buffers()))
+        t.dtype in _HALF_DTYPES for t in _tensors(model))
 
 
 def _peak_memory_mb(device: torch.device) -> float:
