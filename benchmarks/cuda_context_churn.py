@@ -3,10 +3,19 @@
 The sandbox gives every candidate a fresh process (forked from a template that imported torch), so
 evaluations per minute are bounded by how many CUDA contexts the driver creates and destroys per second.
 This forks `--count` children per concurrency level; each creates its context (torch.cuda.init, one
-allocation, a synchronize), optionally launches one small Triton kernel from a private cache, and exits.
-Printed per level: contexts per second, and the median time to create a context and to exit.
+allocation, a synchronize), then does one kind of `--work` an evaluation does, optionally launches one small
+Triton kernel from a private cache, and exits. Printed per level and work: contexts per second, and the
+median time to create a context, to do the work and to exit. Work that lowers the rate costs the driver
+time it spends for the whole GPU (every process waits), not only for the process that asked:
+- none: the context alone;
+- d2h / h2d: one small copy to the host (into pageable memory) / to the device;
+- pinned: one small page-locked host allocation;
+- ops: the tensor operations of the sandbox's fingerprints and runtime checks, results left on the device.
 
-    python benchmarks/cuda_context_churn.py --count 32 --levels 1,4,16
+    python benchmarks/cuda_context_churn.py --count 32 --levels 1,4,16 --work none,d2h,ops
+
+Children get the sandbox's CUDA work queues per context (`--connections`, as the sandbox's children:
+sandbox_service/worker/process.py; 0 = the driver's default).
 """
 
 from __future__ import annotations
@@ -19,6 +28,9 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from sandbox_service.worker.process import CUDA_CONNECTIONS  # noqa: E402 - after the path is set
+
 KERNEL = """
 import triton, triton.language as tl
 @triton.jit
@@ -28,7 +40,28 @@ def k(x_ptr, n, BLOCK: tl.constexpr):
 """
 
 
-def child(index: int, write_fd: int, triton_kernel: bool) -> None:
+WORKS = ("none", "d2h", "h2d", "pinned", "ops")
+
+
+def do_work(work: str, x) -> None:
+    import torch
+
+    if work == "d2h":
+        x[:16].cpu()
+    elif work == "h2d":
+        torch.arange(16, dtype=torch.float32).to(x.device)
+    elif work == "pinned":
+        torch.empty(16, pin_memory=True)
+    elif work == "ops":
+        y = torch.randn(x.shape, device=x.device)
+        nan_x, nan_y = torch.isnan(x), torch.isnan(y)
+        differs = (nan_x != nan_y).any() | (x.masked_fill(nan_x, 0) != y.masked_fill(nan_y, 0)).any()
+        sample = torch.cat([x[::64].to(torch.float64), y.clone()[::64].to(torch.float64)])
+        torch.stack([differs.reshape(()), sample.sum() > 0])
+    torch.cuda.synchronize()
+
+
+def child(index: int, write_fd: int, triton_kernel: bool, work: str) -> None:
     import torch
 
     started = time.monotonic()
@@ -36,6 +69,9 @@ def child(index: int, write_fd: int, triton_kernel: bool) -> None:
     x = torch.ones(1 << 16, device="cuda")
     torch.cuda.synchronize()
     context_s = time.monotonic() - started
+    t = time.monotonic()
+    do_work(work, x)
+    work_s = time.monotonic() - t
     kernel_s = 0.0
     if triton_kernel:
         import importlib.util
@@ -52,10 +88,11 @@ def child(index: int, write_fd: int, triton_kernel: bool) -> None:
         module.k[(1,)](x, x.numel(), BLOCK=1024)
         torch.cuda.synchronize()
         kernel_s = time.monotonic() - t
-    os.write(write_fd, (json.dumps({"context_s": context_s, "kernel_s": kernel_s}) + "\n").encode())
+    row = {"context_s": context_s, "work_s": work_s, "kernel_s": kernel_s}
+    os.write(write_fd, (json.dumps(row) + "\n").encode())
 
 
-def level(count: int, concurrency: int, triton_kernel: bool) -> dict:
+def level(count: int, concurrency: int, triton_kernel: bool, work: str) -> dict:
     read_fd, write_fd = os.pipe()
     running: dict[int, float] = {}
     exits: list[float] = []
@@ -68,7 +105,7 @@ def level(count: int, concurrency: int, triton_kernel: bool) -> dict:
                 code = 1
                 try:
                     os.close(read_fd)
-                    child(launched, write_fd, triton_kernel)
+                    child(launched, write_fd, triton_kernel, work)
                     code = 0
                 finally:
                     os._exit(code)
@@ -83,11 +120,13 @@ def level(count: int, concurrency: int, triton_kernel: bool) -> dict:
         data += chunk
     os.close(read_fd)
     rows = [json.loads(line) for line in data.decode().splitlines()]
+    def median(key: str) -> float | None:
+        return round(statistics.median(r[key] for r in rows), 4) if rows else None
+
     return {
-        "concurrency": concurrency, "count": count, "ok": len(rows), "wall_s": round(wall, 3),
-        "per_second": round(count / wall, 2),
-        "median_context_s": round(statistics.median(r["context_s"] for r in rows), 4) if rows else None,
-        "median_kernel_s": round(statistics.median(r["kernel_s"] for r in rows), 4) if rows else None,
+        "concurrency": concurrency, "work": work, "count": count, "ok": len(rows), "wall_s": round(wall, 3),
+        "per_second": round(count / wall, 2), "median_context_s": median("context_s"),
+        "median_work_s": median("work_s"), "median_kernel_s": median("kernel_s"),
         "median_lifetime_s": round(statistics.median(exits), 4),
     }
 
@@ -96,18 +135,28 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--count", type=int, default=32)
     parser.add_argument("--levels", default="1,4,16")
+    parser.add_argument("--work", default="none", help=f"comma-separated, each a run per level: {', '.join(WORKS)}")
     parser.add_argument("--triton", action="store_true", help="also compile and launch one Triton kernel each")
+    parser.add_argument("--connections", default=CUDA_CONNECTIONS,
+                        help="CUDA_DEVICE_MAX_CONNECTIONS of the children (default: the sandbox's; 0: the driver's)")
     parser.add_argument("--out")
     args = parser.parse_args(argv)
+    works = args.work.split(",")
+    if unknown := [w for w in works if w not in WORKS]:
+        parser.error(f"unknown --work {unknown}; choose from {', '.join(WORKS)}")
     os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"
+    os.environ.pop("CUDA_DEVICE_MAX_CONNECTIONS", None)
+    if args.connections != "0":
+        os.environ["CUDA_DEVICE_MAX_CONNECTIONS"] = args.connections
     import torch  # noqa: F401 - imported once, before the forks, never initialising CUDA here
     import triton  # noqa: F401
 
     results = []
     for concurrency in (int(v) for v in args.levels.split(",")):
-        result = level(args.count, concurrency, args.triton)
-        results.append(result)
-        print(json.dumps(result), flush=True)
+        for work in works:
+            result = level(args.count, concurrency, args.triton, work)
+            results.append(result)
+            print(json.dumps(result), flush=True)
     if args.out:
         with open(args.out, "w") as f:
             json.dump(results, f, indent=2)

@@ -17,6 +17,7 @@ import dataclasses
 import hashlib
 import json
 import logging
+import os
 import shutil
 import tempfile
 import threading
@@ -42,6 +43,10 @@ IPC_MIN_BYTES = 256 << 20
 CONTEXT_BYTES = 640 << 20
 JUDGE_MEMORY_LIMIT_MB = 96 * 1024
 BUILD_TIMEOUT_S = 120.0
+# Candidate processes making their CUDA context at once (worker/pool.py says why few); the server's
+# TRITONRL_CONTEXT_STARTS overrides it.
+CONTEXT_STARTS = 8
+CONTEXT_STARTS_ENV = "TRITONRL_CONTEXT_STARTS"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,6 +55,7 @@ class LaneConfig:
     gpu: int | None
     work_root: Path
     warm: int = 2  # candidate processes kept forked and ready
+    starting: int = CONTEXT_STARTS  # of which at most this many start (make their CUDA context) at once
     judges: int = 1
     gpu_memory_bytes: int = 0  # 0: no GPU memory budget (the interpreter)
     llm_judge: LLMJudge | None = None
@@ -92,7 +98,7 @@ class Lane:
         self.reference_sizes: dict[str, tuple[int, int]] = {}  # reference_key -> the same, measured by a validation
         self._builds: dict[str, Future] = {}
         self._builds_lock = threading.Lock()
-        self.candidates = CandidatePool(lambda: self.spawn(CANDIDATE), config.warm)
+        self.candidates = CandidatePool(lambda: self.spawn(CANDIDATE), config.warm, config.starting)
 
     @classmethod
     def create(cls, backend: str, gpu: int | None, warm: int, work_root: Path, llm_judge: LLMJudge | None = None,
@@ -105,8 +111,10 @@ class Lane:
 
             free, total = torch.cuda.mem_get_info(gpu or 0)
             memory = int(min(free, total * gpu_memory_fraction))
-        return cls(LaneConfig(backend, gpu, Path(work_root), warm=warm, judges=judges or (4 if backend == "cuda" else 1),
-                              gpu_memory_bytes=memory, llm_judge=llm_judge))
+        starting = int(os.environ.get(CONTEXT_STARTS_ENV) or CONTEXT_STARTS)
+        return cls(LaneConfig(backend, gpu, Path(work_root), warm=warm, starting=starting,
+                              judges=judges or (4 if backend == "cuda" else 1), gpu_memory_bytes=memory,
+                              llm_judge=llm_judge))
 
     # -- processes -----------------------------------------------------------------------------
     def spawn(self, role: str) -> Child:

@@ -45,7 +45,7 @@ def prepare_template(backend: str) -> list[str]:
     (another Triton version, say) is reported and skipped. `TRITONRL_TEMPLATE_WARMUP=none` skips all.
     """
     from sandbox_service.worker import (  # noqa: F401 - once, here
-        builder, candidate_runner, harness, inductor_runner, judge, validator,
+        builder, candidate_runner, harness, inductor_runner, judge, validator, warmup,
     )
 
     return harness.prepare_template(backend, os.environ.get(TEMPLATE_WARMUP_ENV, "all"))
@@ -94,6 +94,10 @@ def serve(role: str, backend: str, ctrl_fd: int, report_fd: int, threads: int, p
     harness.set_threads(threads)
     if backend == "cuda":
         harness.init_cuda()
+        if role == "candidate":
+            from sandbox_service.worker import warmup
+
+            warmup.load_harness_kernels(harness.device_for(backend))
     control = protocol.Receiver(ctrl_fd)
     protocol.send(report_fd, {"type": "ready", "pid": os.getpid(), "init_s": round(time.monotonic() - started, 4)})
     if role == "judge":

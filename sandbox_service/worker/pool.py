@@ -23,55 +23,94 @@ READY_TIMEOUT_S = 300.0
 
 
 class CandidatePool:
-    """Keeps `size` freshly forked, not yet used processes; `acquire()` hands one out (forking if none)."""
+    """Keeps `size` freshly forked, ready (context made), not yet used processes; `acquire()` hands one out.
 
-    def __init__(self, spawn: Callable[[], Child], size: int):
+    At most `starting` of them make their CUDA context at once. The driver creates contexts one at a time
+    for the whole GPU, and every driver call of a running evaluation (a first kernel launch, an allocation)
+    queues behind the contexts being made: with 32 processes starting at once an evaluation's call waited
+    for up to 32 context creations. A short queue keeps evaluations fast while contexts are still made as
+    fast as the driver allows (benchmarks/cuda_context_churn.py; docs/sandbox.md, "CUDA contexts").
+    With `size` 0 there is no pool: `acquire()` forks a process and waits for it.
+    """
+
+    def __init__(self, spawn: Callable[[], Child], size: int, starting: int):
         self._spawn = spawn
         self.size = size
         self._idle: list[Child] = []
+        self._starting = 0
+        self._failures: list[str] = []  # the start errors since the last process that became ready
         self._cond = threading.Condition()
         self._closed = False
-        if size > 0:
-            threading.Thread(target=self._fill, name="candidate-pool", daemon=True).start()
+        for index in range(min(max(1, starting), size)):
+            threading.Thread(target=self._fill, name=f"candidate-pool-{index}", daemon=True).start()
 
     def _fill(self) -> None:
-        failures = 0
         while True:
             with self._cond:
-                while not self._closed and len(self._idle) >= self.size:
+                while not self._closed and len(self._idle) + self._starting >= self.size:
                     self._cond.wait()
                 if self._closed:
                     return
-            try:
-                child = self._spawn()
-                failures = 0
-            except (ChildStartError, OSError) as exc:
-                failures += 1
-                log.error("could not fork a candidate process: %s", exc)
-                time.sleep(min(5.0, 0.2 * 2**failures))
-                continue
+                self._starting += 1
+            child, error = self._start()
             with self._cond:
-                if self._closed:
-                    child.close()
-                    return
-                self._idle.append(child)
+                self._starting -= 1
+                if child is not None and not self._closed:
+                    self._idle.append(child)
+                    self._failures.clear()
+                elif error is not None:
+                    self._failures.append(error)
+                failures = len(self._failures)
                 self._cond.notify_all()
+            if child is not None and self._closed:
+                child.close()
+            if error is not None:
+                log.error("could not start a candidate process: %s", error)
+                time.sleep(min(5.0, 0.2 * 2**failures))
+
+    def _start(self) -> tuple[Child | None, str | None]:
+        try:
+            child = self._spawn()
+        except (ChildStartError, OSError) as exc:
+            return None, str(exc)
+        try:
+            wait_ready(child, READY_TIMEOUT_S)
+        except ChildStartError as exc:
+            child.close()
+            return None, str(exc)
+        return child, None
 
     def acquire(self) -> Child:
-        """A process that reported ready; ChildStartError naming the cause after three failed tries."""
+        """A process that reported ready; ChildStartError naming the cause after three failed starts in a row
+        (or none ready within READY_TIMEOUT_S)."""
+        if self.size == 0:
+            return self._acquire_unpooled()
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        with self._cond:
+            while True:
+                while self._idle:
+                    child = self._idle.pop(0)
+                    self._cond.notify_all()
+                    if not child.exited:
+                        return child
+                    child.close(wait=False)  # died while it waited (killed from outside): start another
+                if self._closed:
+                    raise ChildStartError("the sandbox is shutting down")
+                if len(self._failures) >= 3:
+                    raise ChildStartError("candidate processes fail to start: " + " | ".join(self._failures[-3:])[-2000:])
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise ChildStartError(f"no candidate process became ready within {READY_TIMEOUT_S:.0f} s "
+                                          "(overloaded machine?)")
+                self._cond.wait(timeout=min(left, 1.0))
+
+    def _acquire_unpooled(self) -> Child:
         errors = []
         for _ in range(3):
-            with self._cond:
-                child = self._idle.pop(0) if self._idle else None
-                self._cond.notify_all()
-            if child is None:
-                child = self._spawn()
-            try:
-                wait_ready(child, READY_TIMEOUT_S)
+            child, error = self._start()
+            if child is not None:
                 return child
-            except ChildStartError as exc:
-                errors.append(str(exc))
-                child.close()
+            errors.append(error)
         raise ChildStartError("candidate processes fail to start: " + " | ".join(errors)[-2000:])
 
     def close(self) -> None:

@@ -239,6 +239,10 @@ class Child:
     def returncode(self) -> int | None:
         return self._exit.code
 
+    @property
+    def exited(self) -> bool:
+        return self._exit.exited
+
     def describe_exit(self, wait_s: float = 2.0) -> str:
         """How it ended; waits briefly for the status, which arrives just after the channel closes."""
         return describe_returncode(self._exit.wait(wait_s))

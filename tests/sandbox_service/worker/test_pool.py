@@ -1,0 +1,144 @@
+"""The candidate pool keeps processes ready, lets only a few make their CUDA context at once, and hands each
+process out once."""
+
+from __future__ import annotations
+
+import threading
+import time
+from types import SimpleNamespace
+
+import pytest
+
+from sandbox_service.worker.pool import CandidatePool
+from sandbox_service.worker.zygote import ChildStartError
+
+
+class FakeChild:
+    """A child that reports ready when its start is released (the time its CUDA context would take)."""
+
+    def __init__(self, starts: "Starts", fails: bool = False):
+        self.spec = SimpleNamespace(role="candidate")
+        self.starts = starts
+        self.fails = fails
+        self.exited = False
+        self.closed = False
+        self.ready_after_s = 0.0
+
+    def receive(self, timeout=None):
+        with self.starts.lock:
+            self.starts.now += 1
+            self.starts.most = max(self.starts.most, self.starts.now)
+        try:
+            time.sleep(self.starts.seconds)
+            if self.fails:
+                from sandbox_service.worker.protocol import ChannelClosed
+
+                raise ChannelClosed("the child died while making its context")
+            return {"type": "ready"}
+        finally:
+            with self.starts.lock:
+                self.starts.now -= 1
+
+    def describe_exit(self, wait_s=2.0):
+        return "exited with code 1"
+
+    def output(self):
+        return "CUDA error: out of memory"
+
+    def close(self, wait=True):
+        self.closed = True
+
+
+class Starts:
+    def __init__(self, seconds: float, fail: bool = False):
+        self.seconds = seconds
+        self.fail = fail
+        self.lock = threading.Lock()
+        self.now = self.most = self.spawned = 0
+        self.children: list[FakeChild] = []
+
+    def spawn(self) -> FakeChild:
+        with self.lock:
+            self.spawned += 1
+        child = FakeChild(self, self.fail)
+        self.children.append(child)
+        return child
+
+
+def _wait_for(condition, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)
+
+
+def test_no_more_than_starting_processes_make_their_context_at_once():
+    starts = Starts(seconds=0.05)
+    pool = CandidatePool(starts.spawn, size=12, starting=3)
+    try:
+        _wait_for(lambda: len(pool._idle) == 12)
+        assert starts.most == 3
+        handed = [pool.acquire() for _ in range(12)]  # every one ready, each handed out once
+        assert len({id(c) for c in handed}) == 12
+        _wait_for(lambda: len(pool._idle) == 12)  # refilled
+        assert starts.most == 3
+    finally:
+        pool.close()
+
+
+def test_acquire_waits_for_a_ready_process_instead_of_starting_another():
+    starts = Starts(seconds=0.2)
+    pool = CandidatePool(starts.spawn, size=2, starting=1)
+    try:
+        first, second, third = pool.acquire(), pool.acquire(), pool.acquire()
+        assert len({id(first), id(second), id(third)}) == 3
+        assert starts.most == 1
+    finally:
+        pool.close()
+
+
+def test_a_process_that_died_while_waiting_is_not_handed_out():
+    starts = Starts(seconds=0.0)
+    pool = CandidatePool(starts.spawn, size=2, starting=1)
+    try:
+        _wait_for(lambda: len(pool._idle) == 2)
+        dead = pool._idle[0]
+        dead.exited = True
+        handed = pool.acquire()
+        assert handed is not dead and not handed.exited
+        assert dead.closed
+    finally:
+        pool.close()
+
+
+def test_three_failed_starts_in_a_row_fail_acquire_with_the_cause():
+    starts = Starts(seconds=0.0, fail=True)
+    pool = CandidatePool(starts.spawn, size=4, starting=2)
+    try:
+        with pytest.raises(ChildStartError, match="fail to start.*out of memory"):
+            pool.acquire()
+        assert sum(c.closed for c in starts.children) >= 3  # each failed start is cleaned up
+    finally:
+        pool.close()
+
+
+def test_without_a_pool_acquire_starts_a_process_and_waits_for_it():
+    starts = Starts(seconds=0.0)
+    pool = CandidatePool(starts.spawn, size=0, starting=1)
+    child = pool.acquire()
+    assert starts.spawned == 1 and child is starts.children[0]
+    starts.fail = True
+    with pytest.raises(ChildStartError, match="fail to start"):
+        pool.acquire()
+    assert starts.spawned == 4  # three tries
+
+
+def test_closing_the_pool_closes_its_ready_processes_and_wakes_waiters():
+    starts = Starts(seconds=0.0)
+    pool = CandidatePool(starts.spawn, size=3, starting=2)
+    _wait_for(lambda: len(pool._idle) == 3)
+    idle = list(pool._idle)
+    pool.close()
+    assert all(c.closed for c in idle)
+    with pytest.raises(ChildStartError, match="shutting down"):
+        pool.acquire()
