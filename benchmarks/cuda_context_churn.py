@@ -14,6 +14,10 @@ time it spends for the whole GPU (every process waits), not only for the process
 
     python benchmarks/cuda_context_churn.py --count 32 --levels 1,4,16 --work none,d2h,ops
 
+With `--timer`, a separate process times a memory-bound kernel (the sandbox's timing function, 100 runs a
+round) all along, and each run reports the rounds timed while it went on next to the rounds timed idle:
+whether a context being made, or a child's small kernels, disturb a timed kernel in another process.
+
 Children get the sandbox's CUDA work queues per context (`--connections`, as the sandbox's children:
 sandbox_service/worker/process.py; 0 = the driver's default).
 """
@@ -24,8 +28,10 @@ import argparse
 import json
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -92,6 +98,52 @@ def child(index: int, write_fd: int, triton_kernel: bool, work: str) -> None:
     os.write(write_fd, (json.dumps(row) + "\n").encode())
 
 
+def timer_child() -> None:
+    """Print one line per round of 100 timed runs of a ~50 us kernel: its monotonic end time and stats."""
+    import torch
+
+    from sandbox_service import timing
+
+    x = torch.randn(1 << 24, device="cuda")
+    while True:
+        stats = timing.time_cuda(lambda: x.mul(2.0), warmup=5, runs=100, method=timing.CUDA_EVENTS)
+        print(json.dumps({"t": time.monotonic(), "median_us": stats.median_us, "mean_us": stats.mean_us}), flush=True)
+
+
+class Timer:
+    """The timer process, and the rounds it timed within given windows of time."""
+
+    def __init__(self):
+        self.lines: list[str] = []
+        self.process = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--timer-child"],
+                                        stdout=subprocess.PIPE, text=True)
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+        while len(self.lines) < 5:  # CUDA ready and warm
+            if self.process.poll() is not None:
+                raise RuntimeError("the timer process failed")
+            time.sleep(0.1)
+
+    def _read(self) -> None:
+        for line in self.process.stdout:
+            self.lines.append(line)
+
+    def rounds(self, start: float, end: float) -> dict:
+        rows = [json.loads(line) for line in list(self.lines)]
+        inside = [r for r in rows if start < r["t"] <= end]
+        medians = [r["median_us"] for r in inside]
+        return {
+            "rounds": len(inside),
+            "median_of_medians_us": round(statistics.median(medians), 2) if medians else None,
+            "max_median_us": round(max(medians), 2) if medians else None,
+            "mean_of_means_us": round(statistics.fmean(r["mean_us"] for r in inside), 2) if inside else None,
+        }
+
+    def close(self) -> None:
+        self.process.kill()
+        self.process.wait()
+
+
 def level(count: int, concurrency: int, triton_kernel: bool, work: str) -> dict:
     read_fd, write_fd = os.pipe()
     running: dict[int, float] = {}
@@ -112,7 +164,8 @@ def level(count: int, concurrency: int, triton_kernel: bool, work: str) -> dict:
             running[pid] = time.monotonic()
             launched += 1
         pid, _ = os.waitpid(-1, 0)
-        exits.append(time.monotonic() - running.pop(pid))
+        if pid in running:  # not the timer process
+            exits.append(time.monotonic() - running.pop(pid))
     wall = time.monotonic() - started
     os.close(write_fd)
     data = b""
@@ -139,8 +192,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--triton", action="store_true", help="also compile and launch one Triton kernel each")
     parser.add_argument("--connections", default=CUDA_CONNECTIONS,
                         help="CUDA_DEVICE_MAX_CONNECTIONS of the children (default: the sandbox's; 0: the driver's)")
+    parser.add_argument("--timer", action="store_true", help="time a kernel in another process all along")
+    parser.add_argument("--timer-child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--out")
     args = parser.parse_args(argv)
+    if args.timer_child:
+        timer_child()
+        return 0
     works = args.work.split(",")
     if unknown := [w for w in works if w not in WORKS]:
         parser.error(f"unknown --work {unknown}; choose from {', '.join(WORKS)}")
@@ -151,12 +209,25 @@ def main(argv: list[str] | None = None) -> int:
     import torch  # noqa: F401 - imported once, before the forks, never initialising CUDA here
     import triton  # noqa: F401
 
+    timer = Timer() if args.timer else None
     results = []
-    for concurrency in (int(v) for v in args.levels.split(",")):
-        for work in works:
-            result = level(args.count, concurrency, args.triton, work)
-            results.append(result)
-            print(json.dumps(result), flush=True)
+    try:
+        if timer:
+            time.sleep(3.0)
+            idle = {"concurrency": 0, "work": "idle", "timer": timer.rounds(time.monotonic() - 3.0, time.monotonic())}
+            results.append(idle)
+            print(json.dumps(idle), flush=True)
+        for concurrency in (int(v) for v in args.levels.split(",")):
+            for work in works:
+                started = time.monotonic()
+                result = level(args.count, concurrency, args.triton, work)
+                if timer:
+                    result["timer"] = timer.rounds(started, time.monotonic())
+                results.append(result)
+                print(json.dumps(result), flush=True)
+    finally:
+        if timer:
+            timer.close()
     if args.out:
         with open(args.out, "w") as f:
             json.dump(results, f, indent=2)

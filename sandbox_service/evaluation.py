@@ -390,7 +390,7 @@ class _Evaluation:
 
     def _record_costs(self) -> None:
         """Where the evaluation waited (layers named after the resource, for benchmarks and debugging)."""
-        ready = f"; its process was ready {self.child.ready_after_s:.2f} s after being asked" if self.child else ""
+        ready = f"; its process became ready {self.child.ready_after_s:.2f} s after its fork" if self.child else ""
         self.result.layers.append(LayerResult("process", Outcome.PASSED, round(self.acquire_s, 6),
                                               f"waiting for a ready candidate process{ready}"))
         self.result.layers.append(LayerResult("reference_runner", Outcome.PASSED, round(self.judge.wall_s, 6),

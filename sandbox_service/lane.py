@@ -30,7 +30,7 @@ from sandbox_service.verifier.llm_judge import Judge as LLMJudge
 from sandbox_service.worker.pool import READY_TIMEOUT_S, CandidatePool, Freezer, MemoryBudget, TimingGate
 from sandbox_service.worker.process import Child, ChildSpec
 from sandbox_service.worker.service import ServiceFailure, ServiceProcess
-from sandbox_service.worker.zygote import Zygote, wait_ready
+from sandbox_service.worker.zygote import ChildStartError, Zygote, wait_ready
 
 log = logging.getLogger(__name__)
 
@@ -118,10 +118,21 @@ class Lane:
 
     # -- processes -----------------------------------------------------------------------------
     def spawn(self, role: str) -> Child:
-        """A fresh untrusted process (candidate, validator or inductor), frozen whenever another one is timed."""
+        """A fresh untrusted process (candidate, validator or inductor), frozen whenever another one is timed:
+        from its fork on, or, for a CUDA candidate, once it has made its CUDA context (driver work that need not
+        stop while another process is timed) and before it launches a kernel (child_main._warm_up)."""
         spec = self._candidate_spec if role == CANDIDATE else dataclasses.replace(self._candidate_spec, role=role)
         child = self.zygote.spawn(spec, on_close=self.freezer.unregister)
+        if role != CANDIDATE or self.backend != "cuda":
+            self.freezer.register(child)
+            return child
+        try:
+            wait_ready(child, READY_TIMEOUT_S, stage="context")
+        except ChildStartError:
+            child.close()
+            raise
         self.freezer.register(child)
+        child.send({"type": "warm"})
         return child
 
     @contextlib.contextmanager

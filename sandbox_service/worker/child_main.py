@@ -83,6 +83,24 @@ class _Profile:
             f.write("\n".join(sorted(set(sys.modules) - self.inherited)))
 
 
+def _warm_up(control: protocol.Receiver, report_fd: int, device) -> bool:
+    """A candidate's first GPU work, once the server can freeze it. Making the CUDA context is driver work
+    only, so it goes on while another evaluation is timed (the pool's supply of processes does not stop);
+    the warm-up launches kernels, so the process first says `context` and waits for `warm`, which the server
+    sends once this process is frozen whenever another one is timed. False if the server closed the channel."""
+    from sandbox_service.worker import warmup
+
+    protocol.send(report_fd, {"type": "context", "pid": os.getpid()})
+    try:
+        order = control.receive()
+    except protocol.ChannelClosed:
+        return False
+    if order.get("type") != "warm":
+        raise protocol.ProtocolError(f"expected warm, got {order.get('type')!r}")
+    warmup.load_harness_kernels(device)
+    return True
+
+
 def serve(role: str, backend: str, ctrl_fd: int, report_fd: int, threads: int, profile_dir: str | None = None) -> int:
     """The child's whole life; returns its exit code. With `profile_dir`, a one-shot role's job is profiled
     into `profile_dir/ROLE-PID.prof` and `.modules` (_Profile)."""
@@ -92,13 +110,11 @@ def serve(role: str, backend: str, ctrl_fd: int, report_fd: int, threads: int, p
     from sandbox_service.worker import harness
 
     harness.set_threads(threads)
+    control = protocol.Receiver(ctrl_fd)
     if backend == "cuda":
         harness.init_cuda()
-        if role == "candidate":
-            from sandbox_service.worker import warmup
-
-            warmup.load_harness_kernels(harness.device_for(backend))
-    control = protocol.Receiver(ctrl_fd)
+        if role == "candidate" and not _warm_up(control, report_fd, harness.device_for(backend)):
+            return 0
     protocol.send(report_fd, {"type": "ready", "pid": os.getpid(), "init_s": round(time.monotonic() - started, 4)})
     if role == "judge":
         from sandbox_service.worker import judge

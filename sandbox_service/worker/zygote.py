@@ -194,21 +194,22 @@ class Zygote:
         shutil.rmtree(self._template_dir, ignore_errors=True)
 
 
-def wait_ready(child: Child, timeout_s: float) -> None:
-    """Block until the child's `ready` message; ChildStartError (naming the cause) otherwise."""
+def wait_ready(child: Child, timeout_s: float, stage: str = "ready") -> None:
+    """Block until the child's `stage` message (`ready`, or a CUDA candidate's `context` before it);
+    ChildStartError (naming the cause) otherwise."""
     from sandbox_service.worker.protocol import ChannelClosed, ProtocolError
 
-    started = time.monotonic()
     try:
         message = child.receive(timeout=timeout_s)
     except TimeoutError:
         raise ChildStartError(
-            f"a {child.spec.role} process did not become ready within {timeout_s:.0f} s (overloaded machine?)"
+            f"a {child.spec.role} process did not reach {stage!r} within {timeout_s:.0f} s (overloaded machine?)"
         ) from None
     except (ChannelClosed, ProtocolError) as exc:
         raise ChildStartError(
             f"a {child.spec.role} process failed to start ({exc}; {child.describe_exit()}): {child.output()[-1500:]}"
         ) from None
-    if message.get("type") != "ready":
-        raise ChildStartError(f"a {child.spec.role} process sent {message.get('type')!r} before ready")
-    child.ready_after_s = time.monotonic() - started
+    if message.get("type") != stage:
+        raise ChildStartError(f"a {child.spec.role} process sent {message.get('type')!r} before {stage!r}")
+    if stage == "ready":
+        child.ready_after_s = time.monotonic() - child.started_at

@@ -189,3 +189,30 @@ def test_a_reference_whose_float32_run_breaks_the_cuda_context_is_invalid_and_th
     results = validate_batch([(BREAKS_IN_FLOAT32, []), (REFERENCE, [])], ValidateOptions(timing_runs=20), gpu_lane)
     assert [r.status.value for r in results] == ["invalid", "ok"], [r.reason for r in results]
     assert "float32 run broke the CUDA context" in results[0].reason, results[0].reason
+
+
+def _state(pid: int) -> str:
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()[0]
+
+
+def test_candidate_processes_make_their_context_during_timing_and_launch_nothing_until_it_ends(gpu_lane):
+    import threading
+
+    from sandbox_service.lane import CANDIDATE
+    from sandbox_service.worker.zygote import wait_ready
+
+    with gpu_lane.freezer.others_frozen(keep=None):  # as while another evaluation is timed
+        spawned: list = []
+        thread = threading.Thread(target=lambda: spawned.append(gpu_lane.spawn(CANDIDATE)))
+        thread.start()
+        thread.join(120)
+        assert spawned, "no CUDA context was made while the lane was frozen"
+        child = spawned[0]
+        assert _state(child.pid) == "T"  # frozen from its context on: its warm-up waits
+        with pytest.raises(Exception, match="did not reach 'ready'"):
+            wait_ready(child, 2.0)
+    try:
+        wait_ready(child, 120)  # thawed: it warms up and says ready
+    finally:
+        child.close()

@@ -23,6 +23,7 @@ class FakeChild:
         self.exited = False
         self.closed = False
         self.ready_after_s = 0.0
+        self.started_at = time.monotonic()
 
     def receive(self, timeout=None):
         with self.starts.lock:
