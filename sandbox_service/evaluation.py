@@ -22,7 +22,7 @@ import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from sandbox_service.lane import Lane, reference_key
@@ -423,7 +423,7 @@ class _Evaluation:
         cancelled = (lambda: self.cancel.is_set()) if self.cancel is not None else (lambda: False)
         try:
             with self.lane.memory.reserve(estimate, cancelled):
-                self._with_candidate(prepared)
+                self._with_candidate(prepared, cancelled)
         except TimeoutError:
             raise Cancelled() from None
 
@@ -448,9 +448,9 @@ class _Evaluation:
             "cpu_limit_s": int(o.timeout_s * 2) + 30,
         }
 
-    def _with_candidate(self, prepared: dict) -> None:
+    def _with_candidate(self, prepared: dict, cancelled: Callable[[], bool]) -> None:
         waited = time.monotonic()
-        self.child = child = self.lane.candidates.acquire()
+        self.child = child = self.lane.candidates.acquire(cancelled)
         self.acquire_s = time.monotonic() - waited
         child.watch_memory(self.options.memory_limit_mb)
         nonce = secrets.token_hex(16)

@@ -128,11 +128,16 @@ class Lane:
             return child
         try:
             wait_ready(child, READY_TIMEOUT_S, stage="context")
+            self.freezer.register(child)
+            child.send({"type": "warm"})
         except ChildStartError:
             child.close()
             raise
-        self.freezer.register(child)
-        child.send({"type": "warm"})
+        except OSError as exc:  # it died after `context`: a broken pipe
+            error = ChildStartError(f"a candidate process died after making its CUDA context ({exc}; "
+                                    f"{child.describe_exit()}): {child.output()[-1500:]}")
+            child.close()
+            raise error from None
         return child
 
     @contextlib.contextmanager

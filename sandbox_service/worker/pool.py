@@ -8,7 +8,9 @@ leaves behind (patched modules, a corrupted CUDA context, threads) can reach ano
 
 from __future__ import annotations
 
+import collections
 import contextlib
+import itertools
 import logging
 import threading
 import time
@@ -30,15 +32,24 @@ class CandidatePool:
     queues behind the contexts being made: with 32 processes starting at once an evaluation's call waited
     for up to 32 context creations. A short queue keeps evaluations fast while contexts are still made as
     fast as the driver allows (benchmarks/cuda_context_churn.py; docs/sandbox.md, "CUDA contexts").
+    Waiting evaluations are served in arrival order; one fails only when the pool makes no process ready
+    for READY_TIMEOUT_S, or when three starts in a row failed after it began waiting.
     With `size` 0 there is no pool: `acquire()` forks a process and waits for it.
     """
+
+    backoff_s = 0.2  # after a failed start a fill thread waits this long, doubled per failure in a row (to 5 s)
 
     def __init__(self, spawn: Callable[[], Child], size: int, starting: int):
         self._spawn = spawn
         self.size = size
-        self._idle: list[Child] = []
+        self._idle: collections.deque[Child] = collections.deque()
         self._starting = 0
-        self._failures: list[str] = []  # the start errors since the last process that became ready
+        self._waiting: collections.deque[int] = collections.deque()  # tickets of acquire() calls, in arrival order
+        self._tickets = itertools.count()
+        self._failed = 0  # failed starts, ever
+        self._failed_in_a_row = 0
+        self._errors: collections.deque[str] = collections.deque(maxlen=3)
+        self._last_ready = time.monotonic()
         self._cond = threading.Condition()
         self._closed = False
         for index in range(min(max(1, starting), size)):
@@ -52,57 +63,72 @@ class CandidatePool:
                 if self._closed:
                     return
                 self._starting += 1
-            child, error = self._start()
-            with self._cond:
-                self._starting -= 1
-                if child is not None and not self._closed:
-                    self._idle.append(child)
-                    self._failures.clear()
-                elif error is not None:
-                    self._failures.append(error)
-                failures = len(self._failures)
-                self._cond.notify_all()
-            if child is not None and self._closed:
+            child, error = None, None
+            try:
+                child, error = self._start()
+            finally:
+                with self._cond:
+                    self._starting -= 1
+                    if child is not None and not self._closed:
+                        self._idle.append(child)
+                        self._failed_in_a_row = 0
+                        self._last_ready = time.monotonic()
+                        child = None
+                    elif error is not None:
+                        self._failed += 1
+                        self._failed_in_a_row += 1
+                        self._errors.append(error)
+                    closed, in_a_row = self._closed, self._failed_in_a_row
+                    self._cond.notify_all()
+            if child is not None:  # ready after the pool closed
                 child.close()
-            if error is not None:
+            if error is not None and not closed:
                 log.error("could not start a candidate process: %s", error)
-                time.sleep(min(5.0, 0.2 * 2**failures))
+                time.sleep(min(5.0, self.backoff_s * 2 ** min(in_a_row, 5)))
 
     def _start(self) -> tuple[Child | None, str | None]:
+        """A ready child, or why there is none (never raises: a fill thread must not die)."""
         try:
             child = self._spawn()
-        except (ChildStartError, OSError) as exc:
-            return None, str(exc)
+        except Exception as exc:  # noqa: BLE001 - ChildStartError, OSError, or a bug: reported, not fatal
+            return None, str(exc) if isinstance(exc, ChildStartError) else f"{type(exc).__name__}: {exc}"
         try:
             wait_ready(child, READY_TIMEOUT_S)
-        except ChildStartError as exc:
+        except Exception as exc:  # noqa: BLE001
             child.close()
             return None, str(exc)
         return child, None
 
-    def acquire(self) -> Child:
-        """A process that reported ready; ChildStartError naming the cause after three failed starts in a row
-        (or none ready within READY_TIMEOUT_S)."""
+    def acquire(self, cancelled: Callable[[], bool] = lambda: False) -> Child:
+        """A process that reported ready, to the callers in arrival order. ChildStartError naming the cause
+        when three starts in a row failed since this call began, or none became ready for READY_TIMEOUT_S;
+        TimeoutError once `cancelled()`."""
         if self.size == 0:
             return self._acquire_unpooled()
-        deadline = time.monotonic() + READY_TIMEOUT_S
         with self._cond:
-            while True:
-                while self._idle:
-                    child = self._idle.pop(0)
-                    self._cond.notify_all()
-                    if not child.exited:
-                        return child
-                    child.close(wait=False)  # died while it waited (killed from outside): start another
-                if self._closed:
-                    raise ChildStartError("the sandbox is shutting down")
-                if len(self._failures) >= 3:
-                    raise ChildStartError("candidate processes fail to start: " + " | ".join(self._failures[-3:])[-2000:])
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise ChildStartError(f"no candidate process became ready within {READY_TIMEOUT_S:.0f} s "
-                                          "(overloaded machine?)")
-                self._cond.wait(timeout=min(left, 1.0))
+            ticket = next(self._tickets)
+            self._waiting.append(ticket)
+            failed_before, began = self._failed, time.monotonic()
+            try:
+                while True:
+                    if self._closed:
+                        raise ChildStartError("the sandbox is shutting down")
+                    while self._idle and self._waiting[0] == ticket:
+                        child = self._idle.popleft()
+                        if not child.exited:
+                            return child
+                        child.close(wait=False)  # died while it waited (killed from outside): take the next
+                    if self._failed - failed_before >= 3 and self._failed_in_a_row >= 3:
+                        raise ChildStartError("candidate processes fail to start: " + " | ".join(self._errors)[-2000:])
+                    if time.monotonic() - max(began, self._last_ready) > READY_TIMEOUT_S:
+                        raise ChildStartError(f"no candidate process became ready for {READY_TIMEOUT_S:.0f} s "
+                                              "(overloaded machine?)")
+                    if cancelled():
+                        raise TimeoutError("cancelled while waiting for a candidate process")
+                    self._cond.wait(timeout=0.5)
+            finally:
+                self._waiting.remove(ticket)
+                self._cond.notify_all()
 
     def _acquire_unpooled(self) -> Child:
         errors = []
@@ -116,7 +142,7 @@ class CandidatePool:
     def close(self) -> None:
         with self._cond:
             self._closed = True
-            idle, self._idle = self._idle, []
+            idle, self._idle = list(self._idle), collections.deque()
             self._cond.notify_all()
         for child in idle:
             child.close()

@@ -198,21 +198,26 @@ def _state(pid: int) -> str:
 
 def test_candidate_processes_make_their_context_during_timing_and_launch_nothing_until_it_ends(gpu_lane):
     import threading
+    import time
 
     from sandbox_service.lane import CANDIDATE
     from sandbox_service.worker.zygote import wait_ready
 
-    with gpu_lane.freezer.others_frozen(keep=None):  # as while another evaluation is timed
-        spawned: list = []
-        thread = threading.Thread(target=lambda: spawned.append(gpu_lane.spawn(CANDIDATE)))
-        thread.start()
-        thread.join(120)
-        assert spawned, "no CUDA context was made while the lane was frozen"
-        child = spawned[0]
-        assert _state(child.pid) == "T"  # frozen from its context on: its warm-up waits
-        with pytest.raises(Exception, match="did not reach 'ready'"):
-            wait_ready(child, 2.0)
+    spawned: list = []
     try:
+        with gpu_lane.freezer.others_frozen(keep=None):  # as while another evaluation is timed
+            thread = threading.Thread(target=lambda: spawned.append(gpu_lane.spawn(CANDIDATE)))
+            thread.start()
+            thread.join(120)
+            assert spawned, "no CUDA context was made while the lane was frozen"
+            child = spawned[0]
+            deadline = time.monotonic() + 2.0
+            while _state(child.pid) != "T" and time.monotonic() < deadline:  # SIGSTOP lands asynchronously
+                time.sleep(0.01)
+            assert _state(child.pid) == "T"  # frozen from its context on: its warm-up waits
+            with pytest.raises(Exception, match="did not reach 'ready'"):
+                wait_ready(child, 2.0)
         wait_ready(child, 120)  # thawed: it warms up and says ready
     finally:
-        child.close()
+        for child in spawned:
+            child.close()

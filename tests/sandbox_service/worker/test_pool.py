@@ -61,7 +61,9 @@ class Starts:
     def spawn(self) -> FakeChild:
         with self.lock:
             self.spawned += 1
-        child = FakeChild(self, self.fail)
+        if self.fail == "raise":
+            raise RuntimeError("a bug in spawn")
+        child = FakeChild(self, bool(self.fail))
         self.children.append(child)
         return child
 
@@ -143,3 +145,77 @@ def test_closing_the_pool_closes_its_ready_processes_and_wakes_waiters():
     assert all(c.closed for c in idle)
     with pytest.raises(ChildStartError, match="shutting down"):
         pool.acquire()
+
+
+def test_closing_the_pool_wakes_an_evaluation_waiting_for_a_process():
+    starts = Starts(seconds=30.0)  # nothing becomes ready during the test
+    pool = CandidatePool(starts.spawn, size=1, starting=1)
+    errors = []
+    waiter = threading.Thread(target=lambda: _catch(pool.acquire, errors))
+    waiter.start()
+    time.sleep(0.2)
+    closed = time.monotonic()
+    pool.close()
+    waiter.join(5)
+    assert isinstance(errors[0], ChildStartError) and time.monotonic() - closed < 0.3
+
+
+def _catch(call, errors):
+    try:
+        call()
+    except Exception as exc:  # noqa: BLE001
+        errors.append(exc)
+
+
+def test_waiting_evaluations_get_processes_in_arrival_order():
+    starts = Starts(seconds=0.15)
+    pool = CandidatePool(starts.spawn, size=1, starting=1)
+    try:
+        _wait_for(lambda: len(pool._idle) == 1)
+        pool.acquire()  # the pool is empty now: the next ones wait
+        order = []
+        threads = []
+        for name in range(4):
+            threads.append(threading.Thread(target=lambda n=name: order.append((n, pool.acquire()))))
+            threads[-1].start()
+            time.sleep(0.03)  # arrival order 0, 1, 2, 3
+        for thread in threads:
+            thread.join(10)
+        assert [n for n, _ in order] == [0, 1, 2, 3]
+    finally:
+        pool.close()
+
+
+def test_start_failures_before_an_evaluation_began_waiting_do_not_fail_it():
+    starts = Starts(seconds=0.0, fail=True)
+    pool = CandidatePool(starts.spawn, size=2, starting=2)
+    try:
+        _wait_for(lambda: pool._failed >= 3)  # a burst of failures (say, the GPU briefly out of memory)
+        starts.fail = False  # the next start succeeds
+        child = pool.acquire()
+        assert not child.fails
+    finally:
+        pool.close()
+
+
+def test_a_fill_thread_survives_an_unexpected_error_in_spawn(monkeypatch):
+    monkeypatch.setattr(CandidatePool, "backoff_s", 0.01)
+    starts = Starts(seconds=0.0, fail="raise")
+    pool = CandidatePool(starts.spawn, size=1, starting=1)
+    try:
+        with pytest.raises(ChildStartError, match="RuntimeError: a bug in spawn"):
+            pool.acquire()
+        starts.fail = False
+        assert pool.acquire() is not None  # the same thread goes on filling
+    finally:
+        pool.close()
+
+
+def test_a_cancelled_evaluation_stops_waiting():
+    starts = Starts(seconds=30.0)
+    pool = CandidatePool(starts.spawn, size=1, starting=1)
+    try:
+        with pytest.raises(TimeoutError, match="cancelled"):
+            pool.acquire(cancelled=lambda: True)
+    finally:
+        pool.close()
