@@ -3,6 +3,7 @@ process out once."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from types import SimpleNamespace
@@ -68,6 +69,15 @@ class Starts:
         return child
 
 
+@contextlib.contextmanager
+def _running(starts: Starts, size: int, starting: int):
+    pool = CandidatePool(starts.spawn, size=size, starting=starting)
+    try:
+        yield pool
+    finally:
+        pool.close()
+
+
 def _wait_for(condition, timeout=10.0):
     deadline = time.monotonic() + timeout
     while not condition():
@@ -77,52 +87,40 @@ def _wait_for(condition, timeout=10.0):
 
 def test_no_more_than_starting_processes_make_their_context_at_once():
     starts = Starts(seconds=0.05)
-    pool = CandidatePool(starts.spawn, size=12, starting=3)
-    try:
+    with _running(starts, size=12, starting=3) as pool:
         _wait_for(lambda: len(pool._idle) == 12)
         assert starts.most == 3
         handed = [pool.acquire() for _ in range(12)]  # every one ready, each handed out once
         assert len({id(c) for c in handed}) == 12
         _wait_for(lambda: len(pool._idle) == 12)  # refilled
         assert starts.most == 3
-    finally:
-        pool.close()
 
 
 def test_acquire_waits_for_a_ready_process_instead_of_starting_another():
     starts = Starts(seconds=0.2)
-    pool = CandidatePool(starts.spawn, size=2, starting=1)
-    try:
+    with _running(starts, size=2, starting=1) as pool:
         first, second, third = pool.acquire(), pool.acquire(), pool.acquire()
         assert len({id(first), id(second), id(third)}) == 3
         assert starts.most == 1
-    finally:
-        pool.close()
 
 
 def test_a_process_that_died_while_waiting_is_not_handed_out():
     starts = Starts(seconds=0.0)
-    pool = CandidatePool(starts.spawn, size=2, starting=1)
-    try:
+    with _running(starts, size=2, starting=1) as pool:
         _wait_for(lambda: len(pool._idle) == 2)
         dead = pool._idle[0]
         dead.exited = True
         handed = pool.acquire()
         assert handed is not dead and not handed.exited
         assert dead.closed
-    finally:
-        pool.close()
 
 
 def test_three_failed_starts_in_a_row_fail_acquire_with_the_cause():
     starts = Starts(seconds=0.0, fail=True)
-    pool = CandidatePool(starts.spawn, size=4, starting=2)
-    try:
+    with _running(starts, size=4, starting=2) as pool:
         with pytest.raises(ChildStartError, match="fail to start.*out of memory"):
             pool.acquire()
         assert sum(c.closed for c in starts.children) >= 3  # each failed start is cleaned up
-    finally:
-        pool.close()
 
 
 def test_without_a_pool_acquire_starts_a_process_and_waits_for_it():
@@ -169,8 +167,7 @@ def _catch(call, errors):
 
 def test_waiting_evaluations_get_processes_in_arrival_order():
     starts = Starts(seconds=0.15)
-    pool = CandidatePool(starts.spawn, size=1, starting=1)
-    try:
+    with _running(starts, size=1, starting=1) as pool:
         _wait_for(lambda: len(pool._idle) == 1)
         pool.acquire()  # the pool is empty now: the next ones wait
         order = []
@@ -182,40 +179,29 @@ def test_waiting_evaluations_get_processes_in_arrival_order():
         for thread in threads:
             thread.join(10)
         assert [n for n, _ in order] == [0, 1, 2, 3]
-    finally:
-        pool.close()
 
 
 def test_start_failures_before_an_evaluation_began_waiting_do_not_fail_it():
     starts = Starts(seconds=0.0, fail=True)
-    pool = CandidatePool(starts.spawn, size=2, starting=2)
-    try:
+    with _running(starts, size=2, starting=2) as pool:
         _wait_for(lambda: pool._failed >= 3)  # a burst of failures (say, the GPU briefly out of memory)
         starts.fail = False  # the next start succeeds
         child = pool.acquire()
         assert not child.fails
-    finally:
-        pool.close()
 
 
 def test_a_fill_thread_survives_an_unexpected_error_in_spawn(monkeypatch):
     monkeypatch.setattr(CandidatePool, "backoff_s", 0.01)
     starts = Starts(seconds=0.0, fail="raise")
-    pool = CandidatePool(starts.spawn, size=1, starting=1)
-    try:
+    with _running(starts, size=1, starting=1) as pool:
         with pytest.raises(ChildStartError, match="RuntimeError: a bug in spawn"):
             pool.acquire()
         starts.fail = False
         assert pool.acquire() is not None  # the same thread goes on filling
-    finally:
-        pool.close()
 
 
 def test_a_cancelled_evaluation_stops_waiting():
     starts = Starts(seconds=30.0)
-    pool = CandidatePool(starts.spawn, size=1, starting=1)
-    try:
+    with _running(starts, size=1, starting=1) as pool:
         with pytest.raises(TimeoutError, match="cancelled"):
             pool.acquire(cancelled=lambda: True)
-    finally:
-        pool.close()
