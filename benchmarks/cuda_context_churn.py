@@ -173,6 +173,7 @@ def level(count: int, concurrency: int, triton_kernel: bool, work: str) -> dict:
         data += chunk
     os.close(read_fd)
     rows = [json.loads(line) for line in data.decode().splitlines()]
+
     def median(key: str) -> float | None:
         return round(statistics.median(r[key] for r in rows), 4) if rows else None
 

@@ -63,24 +63,21 @@ class CandidatePool:
                 if self._closed:
                     return
                 self._starting += 1
-            child, error = None, None
-            try:
-                child, error = self._start()
-            finally:
-                with self._cond:
-                    self._starting -= 1
-                    if child is not None and not self._closed:
-                        self._idle.append(child)
-                        self._failed_in_a_row = 0
-                        self._last_ready = time.monotonic()
-                        child = None
-                    elif error is not None:
-                        self._failed += 1
-                        self._failed_in_a_row += 1
-                        self._errors.append(error)
-                    closed, in_a_row = self._closed, self._failed_in_a_row
-                    self._cond.notify_all()
-            if child is not None:  # ready after the pool closed
+            child, error = self._start()
+            with self._cond:
+                self._starting -= 1
+                closed = self._closed
+                if child is not None and not closed:
+                    self._idle.append(child)
+                    self._failed_in_a_row = 0
+                    self._last_ready = time.monotonic()
+                elif error is not None:
+                    self._failed += 1
+                    self._failed_in_a_row += 1
+                    self._errors.append(error)
+                in_a_row = self._failed_in_a_row
+                self._cond.notify_all()
+            if child is not None and closed:  # ready after the pool closed
                 child.close()
             if error is not None and not closed:
                 log.error("could not start a candidate process: %s", error)
