@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from sandbox_service.jail import DENIED_SYSCALL_SIGNAL, JAIL_RULES
 from sandbox_service.lane import Lane, reference_key
 from sandbox_service.options import EvalOptions, InputSet
 from sandbox_service.results import EvalResult, LayerResult, Outcome, Status, TimingStats, Violation, truncate
@@ -378,7 +379,6 @@ class _Evaluation:
         self.job_dir = Path(tempfile.mkdtemp(prefix="tritonrl-eval-", dir=lane.work_root))
         (self.job_dir / "reference.py").write_text(reference_source)
         (self.job_dir / "candidate.py").write_text(code)
-        (self.job_dir / "outputs").mkdir()
         self.problem = ProblemRef.create(reference_source, self.job_dir / "reference.py", input_sets, options)
         self.judge = JudgeLink(lane, self.problem, options, cancel)
         self.trials: dict[tuple[int, int], dict] = {}
@@ -427,7 +427,7 @@ class _Evaluation:
         except TimeoutError:
             raise Cancelled() from None
 
-    def _job(self) -> dict:
+    def _job(self, outputs_dir: Path) -> dict:
         o, lane = self.options, self.lane
         return {
             "type": "job",
@@ -435,7 +435,7 @@ class _Evaluation:
             "reference_path": self.problem.reference_path,
             "input_sets": list(self.problem.input_sets),
             "candidate_path": str(self.job_dir / "candidate.py"),
-            "outputs_dir": str(self.job_dir / "outputs"),
+            "outputs_dir": str(outputs_dir),
             "seed": o.seed,
             "trials": o.trials,
             "policy": o.policy.value,
@@ -456,7 +456,9 @@ class _Evaluation:
         nonce = secrets.token_hex(16)
         messages = MessageStream(child, nonce)
         deadline = Deadline(self.lane.freezer, self.options.timeout_s)
-        child.send({**self._job(), "nonce": nonce})
+        outputs_dir = child.private_dir / "outputs"  # the one folder the jailed candidate may write
+        outputs_dir.mkdir()
+        child.send({**self._job(outputs_dir), "nonce": nonce})
         started = time.monotonic()
         while True:
             try:
@@ -472,9 +474,9 @@ class _Evaluation:
             if kind == "inputs_ready" and message["fingerprints"] != prepared["input_fingerprints"]:
                 raise _Finish(Status.INFRA_ERROR, "get_inputs() is not deterministic under a seed: the judge's and "
                                                   "the candidate process's inputs differ")
-            elif kind == "build_request":
+            elif kind in ("build_request", "ptxas_request"):
                 waited = time.monotonic()
-                child.send({"type": "build_result", "path": self.lane.build(message)})
+                child.send(self._trusted_build(kind, message))
                 self.build_s += time.monotonic() - waited
                 deadline.extend(time.monotonic() - waited)
             elif kind == "trial_outputs":
@@ -486,6 +488,23 @@ class _Evaluation:
                     return
                 self._time(messages, deadline)
                 return
+
+    def _trusted_build(self, kind: str, message: dict) -> dict:
+        """A launcher (`build_request`) or a cubin (`ptxas_request`) from the lane's trusted builder. A request
+        no honest Triton makes is `cheat`; source that does not compile is the candidate's compile error; a
+        builder that fails is the sandbox's."""
+        try:
+            answer = self.lane.build(message) if kind == "build_request" else self.lane.ptxas(message)
+        except ServiceFailure as exc:
+            raise _Finish(Status.INFRA_ERROR, f"the trusted builder failed: {exc}") from None
+        if answer.get("type") == "refused":
+            self.result.violations.append(Violation("runtime", "malformed-build-request", truncate(answer.get("error", ""), 500)))
+            raise _Finish(Status.CHEAT, "the candidate process sent a build request no Triton makes")
+        if answer.get("type") == "failed" and kind == "build_request":
+            raise _Finish(Status.COMPILE_ERROR, f"Triton's launcher did not compile: {answer.get('error', '')}")
+        if kind == "build_request":
+            return {"type": "build_result", "path": answer["path"], "sha256": answer["sha256"]}
+        return {"type": "ptxas_result", **{k: answer[k] for k in ("cubin", "error") if k in answer}}
 
     def _compare(self, message: dict) -> None:
         ipc = message["handover"].get("kind") == "ipc"
@@ -522,9 +541,16 @@ class _Evaluation:
         if kind == "garbled":
             result.violations.append(Violation("runtime", "verdict-channel-tampering", message["error"]))
             raise _Finish(Status.CHEAT, "the candidate process wrote to the verdict channel")
+        if kind == "jail_violation":
+            rule = message.get("rule") if message.get("rule") in JAIL_RULES else "jail-escape-attempt"
+            result.violations.append(Violation("jail", rule, truncate(str(message.get("message", "")), 500)))
+            raise _Finish(Status.CHEAT, "the candidate tried to leave its jail")
         if kind == "exited":
             child = self.child
             child.kill()
+            if child.returncode() == -DENIED_SYSCALL_SIGNAL:
+                result.violations.append(Violation("jail", "jail-denied-syscall", JAIL_RULES["jail-denied-syscall"]))
+                raise _Finish(Status.CHEAT, "the candidate made a system call the jail denies")
             if child.memory_exceeded:
                 raise _Finish(Status.RUNTIME_ERROR, f"memory limit of {options.memory_limit_mb} MB exceeded")
             if "inputs_ready" not in self.seen:

@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
 from pathlib import Path
 
+from sandbox_service.jail.privileges import make_undumpable
 from sandbox_service.options import InputSet
 from sandbox_service.verifier.llm_judge import Judge as LLMJudge
 from sandbox_service.worker.pool import READY_TIMEOUT_S, CandidatePool, Freezer, MemoryBudget, TimingGate
@@ -74,6 +75,7 @@ class Lane:
         self.gpu = config.gpu
         self.work_root = config.work_root
         self.llm_judge = config.llm_judge
+        make_undumpable()  # the server's pipes and memory stay out of reach of same-user processes (jail/privileges.py)
         self.gate = TimingGate()
         self.freezer = Freezer()
         budget = config.gpu_memory_bytes - config.judges * CONTEXT_BYTES * 3 if config.gpu_memory_bytes else 1 << 62
@@ -187,13 +189,13 @@ class Lane:
         """The judge that keeps this problem's cache: the same one for every candidate of a task."""
         return self.judges[int(hashlib.sha256(key.encode()).hexdigest()[:8], 16) % len(self.judges)]
 
-    def build(self, request: dict) -> str | None:
-        """Path of a trusted build of the requested C module, or None (the candidate then builds it itself).
-
-        Identical requests arriving together share one compilation.
+    def build(self, request: dict) -> dict:
+        """The trusted builder's answer for a candidate's C module: `built` (path, sha256), `refused` (a request
+        no honest Triton makes) or `failed` (it did not compile); ServiceFailure when the builder itself failed.
+        A jailed candidate cannot build for itself. Identical requests arriving together share one compilation.
         """
         if self.builder is None:
-            return None
+            raise ServiceFailure("this lane has no trusted builder")
         fields = {k: request.get(k) for k in ("name", "source", "library_dirs", "include_dirs", "libraries")}
         key = hashlib.sha256(repr(sorted(fields.items())).encode()).hexdigest()
         with self._builds_lock:
@@ -203,22 +205,30 @@ class Lane:
                 future = self._builds[key] = Future()
         if not owner:
             return future.result()
-        path = None
+        answer: dict | BaseException = ServiceFailure("no answer")
         try:
             with self.builder.lock:
                 answer = self.builder.request({"op": "build", **fields}, BUILD_TIMEOUT_S)
-            if answer.get("type") == "built":
-                path = answer["path"]
-            else:
-                log.warning("trusted build refused: %s", answer.get("error"))
+            return answer
         except ServiceFailure as exc:
-            log.warning("trusted build failed: %s", exc)
+            answer = exc
+            raise
         finally:
-            future.set_result(path)
-            if path is None:
+            if isinstance(answer, BaseException):
+                future.set_exception(answer)
+            else:
+                future.set_result(answer)
+            if not (isinstance(answer, dict) and answer.get("type") == "built"):
                 with self._builds_lock:
                     self._builds.pop(key, None)
-        return path
+
+    def ptxas(self, request: dict) -> dict:
+        """The trusted builder's cubin (hex) for a candidate's PTX, or why not (see Builder.ptxas)."""
+        if self.builder is None:
+            raise ServiceFailure("this lane has no trusted builder")
+        fields = {k: request.get(k) for k in ("ptx", "capability", "enable_fp_fusion")}
+        with self.builder.lock:
+            return self.builder.request({"op": "ptxas", **fields}, BUILD_TIMEOUT_S)
 
     def prepare_bytes(self, key: str, reference: str | None = None) -> int:
         """GPU memory to hold while the judge prepares a task: its estimate once known (from an earlier

@@ -40,7 +40,7 @@ def _converse(child, reference_path: Path, hold, options: InductorOptions, lane:
     messages = MessageStream(child, nonce)
     child.send({
         "type": "job", "nonce": nonce, "backend": lane.backend, "reference_path": str(reference_path),
-        "cache_dir": str(reference_path.parent / "inductor-cache"), "seed": options.seed, "memory_limit_mb": options.memory_limit_mb,
+        "seed": options.seed, "memory_limit_mb": options.memory_limit_mb,
         "file_limit_mb": 4096, "cpu_limit_s": int(options.timeout_s * 2) + 30,
     })
     deadline = Deadline(lane.freezer, options.timeout_s)

@@ -6,9 +6,15 @@ kernel's own compilation. Candidate processes have private Triton caches (a cand
 able to plant a compiled artifact that another candidate will load), so without help each one would
 pay that again. Instead a candidate's Triton asks the server, which asks this process: it compiles the
 exact C source it is given, with its own include and library folders (never the candidate's), into a
-cache addressed by the hash of that source, and answers with the path. A candidate loads a module only
-if the source of its own request hashes to it, so the worst a hostile candidate can do is have an
-extra module compiled that nobody else will ever load. This process never loads what it compiles.
+cache addressed by the hash of that source, and answers with the path and the SHA-256 of the file it
+built. A candidate loads a module only if the source of its own request hashes to it and the copy it
+loads has that content; a file in the cache that this process did not build in its own life is built
+again, never trusted. So the worst a hostile candidate can do is have an extra module compiled that
+nobody else will ever load. This process never loads what it compiles.
+
+It also runs ptxas for candidates (`ptxas` requests): a jailed candidate may not start a process, so its
+Triton hands the PTX here and gets the cubin back. The command is Triton's own, with options parsed from
+an allow-list (fp fusion only; never extra ptxas flags from the request).
 """
 
 from __future__ import annotations
@@ -43,10 +49,19 @@ def content_key(name: str, source: str, config: dict[str, list[str]]) -> str:
     return digest.hexdigest()
 
 
+def file_sha256(path: Path | str) -> str:
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+MAX_PTX_BYTES = 64 << 20
+
+
 class Builder:
     def __init__(self, root: Path):
         self.root = root
         self.config = _triton_build_config()
+        self.built: dict[str, str] = {}  # content key -> SHA-256 of the module this process built for it
 
     def build(self, request: dict) -> dict:
         name, source = str(request["name"]), str(request["source"])
@@ -58,9 +73,27 @@ class Builder:
         key = content_key(name, source, self.config)
         suffix = sysconfig.get_config_var("EXT_SUFFIX")
         target = self.root / key / f"{name}{suffix}"
-        if not target.exists():
+        if key not in self.built or not target.exists() or file_sha256(target) != self.built[key]:
             self._compile(name, source, target)
-        return {"type": "built", "path": str(target), "key": key}
+            self.built[key] = file_sha256(target)
+        return {"type": "built", "path": str(target), "key": key, "sha256": self.built[key]}
+
+    def ptxas(self, request: dict) -> dict:
+        """The cubin for a candidate's PTX, by Triton's own `make_cubin` with trusted options."""
+        ptx, capability, fp_fusion = request.get("ptx"), request.get("capability"), request.get("enable_fp_fusion")
+        if not (isinstance(ptx, str) and len(ptx) <= MAX_PTX_BYTES and isinstance(capability, int)
+                and 50 <= capability <= 200 and isinstance(fp_fusion, bool)):
+            return {"type": "refused", "error": "malformed ptxas request"}
+        from triton.backends.compiler import GPUTarget
+        from triton.backends.nvidia.compiler import CUDABackend
+
+        backend = CUDABackend(GPUTarget("cuda", capability, 32))
+        options = backend.parse_options({"enable_fp_fusion": fp_fusion})
+        try:
+            cubin = backend.make_cubin(ptx, {}, options, capability)
+        except Exception as exc:  # noqa: BLE001 - ptxas rejecting the candidate's PTX is its compile error
+            return {"type": "failed", "error": f"{type(exc).__name__}: {exc}"[:4000]}
+        return {"type": "cubin", "cubin": cubin.hex()}
 
     def _compile(self, name: str, source: str, target: Path) -> None:
         from triton.runtime import build as triton_build
@@ -95,7 +128,7 @@ def serve(control: protocol.Receiver, report_fd: int) -> int:
             answer = {"type": "refused", "error": unavailable}
         else:
             try:
-                answer = builder.build(request)
+                answer = builder.ptxas(request) if request.get("op") == "ptxas" else builder.build(request)
             except Exception as exc:  # noqa: BLE001 - a failed build is the requester's problem
                 answer = {"type": "failed", "error": f"{type(exc).__name__}: {exc}"[:2000]}
         answer["id"] = request.get("id")

@@ -40,7 +40,7 @@ def _remote_builder(emit: Emit, control: Receiver):
         answer = control.receive()
         if answer.get("type") != "build_result":
             raise ChannelClosed(f"expected build_result, got {answer.get('type')!r}")
-        return answer.get("path")
+        return answer["path"], answer["sha256"]
 
     return request
 

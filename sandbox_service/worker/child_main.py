@@ -101,6 +101,29 @@ def _warm_up(control: protocol.Receiver, report_fd: int, device) -> bool:
     return True
 
 
+def _seal(job: dict, emit, control: protocol.Receiver, diagnostics: list[str]) -> None:
+    """Last trusted steps before a candidate's code runs: route what needs a new process (ptxas) to the
+    trusted builder, then the seccomp filter and the tripwire (sandbox_service.jail)."""
+    from sandbox_service import jail
+    from sandbox_service.worker import harness
+
+    if job["backend"] == "cuda" and job.get("remote_build"):
+        harness.install_remote_ptxas(_remote_ptxas(emit, control))
+    writable = [os.getcwd(), job["outputs_dir"], *diagnostics]
+    jail.seal(writable, lambda rule, message: emit("jail_violation", rule=rule, message=message))
+
+
+def _remote_ptxas(emit, control: protocol.Receiver):
+    def request(ptx: str, arch: str, options: dict) -> dict:
+        emit("ptxas_request", ptx=ptx, arch=arch, **options)
+        answer = control.receive()
+        if answer.get("type") != "ptxas_result":
+            raise protocol.ChannelClosed(f"expected ptxas_result, got {answer.get('type')!r}")
+        return answer
+
+    return request
+
+
 def serve(role: str, backend: str, ctrl_fd: int, report_fd: int, threads: int, profile_dir: str | None = None) -> int:
     """The child's whole life; returns its exit code. With `profile_dir`, a one-shot role's job is profiled
     into `profile_dir/ROLE-PID.prof` and `.modules` (_Profile)."""
@@ -140,6 +163,8 @@ def serve(role: str, backend: str, ctrl_fd: int, report_fd: int, threads: int, p
     profile = _Profile(os.path.join(profile_dir, f"{role}-{os.getpid()}"), inherited_modules) if profile_dir else None
     emit = _channel(report_fd, job.pop("nonce"), profile)
     apply_limits(job)
+    if role == "candidate":
+        _seal(job, emit, control, [profile_dir] if profile_dir else [])
     try:
         runner.run(job, emit, control)
     except protocol.ChannelClosed:

@@ -91,6 +91,24 @@ def _import_triton_compiler() -> None:
     import triton.backends.nvidia.compiler  # noqa: F401
 
     triton_key()  # a hash of Triton's own sources, part of every kernel's cache key: ~0.1 s
+    _find_ptxas()
+
+
+def _find_ptxas() -> None:
+    """Triton runs `ptxas --version` (cached per process) while it compiles a kernel: here, once, since a
+    jailed candidate may not start a process (its cubins come from the trusted builder)."""
+    import triton
+    from triton.backends.nvidia import compiler
+
+    for name in ("ptxas", "ptxas_blackwell"):
+        tool = getattr(triton.knobs.nvidia, name, None)
+        getattr(tool, "version", None)
+    for arch in (80, 90, 100):
+        try:
+            compiler.get_ptxas_version(arch)
+        except TypeError:
+            compiler.get_ptxas_version()
+            return
 
 
 def _load_triton_driver() -> None:
@@ -140,10 +158,12 @@ def _cache_device_properties(device: int) -> None:
 def install_remote_build(request_build) -> bool:
     """Route Triton's C-module builds (its per-signature kernel launchers) through `request_build`.
 
-    `request_build(name, source, library_dirs, include_dirs, libraries)` returns the path of a module the
+    `request_build(name, source, library_dirs, include_dirs, libraries)` returns (path, sha256) of a module the
     trusted builder compiled from exactly that source (content-addressed, so no candidate can plant a
-    module another candidate will load), or None to build here. Returns whether Triton has the hook.
+    module another candidate will load). The module is copied into this process's own folder and loaded only
+    if the copy has that content. Returns whether Triton has the hook.
     """
+    import hashlib
     import shutil
     import sysconfig
 
@@ -154,21 +174,31 @@ def install_remote_build(request_build) -> bool:
         return False
 
     def impl(name, src, srcdir, library_dirs, include_dirs, libraries, *args, **kwargs):
-        built = request_build(name, Path(src).read_text(), list(library_dirs), list(include_dirs), list(libraries))
-        if built is None:
-            previous, build.impl = build.impl, None
-            try:
-                from triton.runtime.build import _build
-
-                return _build(name, src, srcdir, library_dirs, include_dirs, libraries, *args, **kwargs)
-            finally:
-                build.impl = previous
+        built, sha256 = request_build(name, Path(src).read_text(), list(library_dirs), list(include_dirs),
+                                      list(libraries))
         target = Path(srcdir) / f"{name}{sysconfig.get_config_var('EXT_SUFFIX')}"
         shutil.copyfile(built, target)
+        if hashlib.sha256(target.read_bytes()).hexdigest() != sha256:
+            raise RuntimeError(f"sandbox: the trusted build {built} changed after it was built; not loading it")
         return str(target)
 
     build.impl = impl
     return True
+
+
+def install_remote_ptxas(request_cubin) -> None:
+    """Route Triton's PTX-to-cubin step (a ptxas process, which a jailed candidate may not start) through
+    `request_cubin(ptx, arch, options)`, answered by the trusted builder with `cubin` (hex) or `error`."""
+    from triton.backends.nvidia import compiler
+
+    def make_cubin(self, src, metadata, opt, capability):
+        answer = request_cubin(src, compiler.sm_arch_from_capability(capability),
+                               {"capability": int(capability), "enable_fp_fusion": bool(opt.enable_fp_fusion)})
+        if "cubin" not in answer:
+            raise compiler.PTXASError(f"ptxas (trusted builder): {answer.get('error', 'no cubin')}")
+        return bytes.fromhex(answer["cubin"])
+
+    compiler.CUDABackend.make_cubin = make_cubin
 
 
 def release_memory(device: torch.device) -> bool:

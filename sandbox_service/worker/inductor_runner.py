@@ -10,6 +10,7 @@ helpers) or `refused` (reason, and whether this torch cannot compile at all).
 from __future__ import annotations
 
 import importlib
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -41,7 +42,8 @@ def run(job: dict, emit: Emit, control: Receiver) -> None:
         return
     del estimated
     try:
-        captured = capture(module, device, int(job["seed"]), Path(job["cache_dir"]))
+        # in its own folder: the only one this (jailed) process may write
+        captured = capture(module, device, int(job["seed"]), Path(os.getcwd()) / "inductor-cache")
         converted = convert(reference_path.read_text(), captured, portable=job["backend"] == "interpreter")
     except (CaptureError, ConversionError) as exc:
         emit("refused", unavailable=False, reason=str(exc)[:1500], **base)

@@ -62,7 +62,7 @@ class Zygote:
             env[PROFILE_ENV] = os.environ[PROFILE_ENV]
         try:
             self._popen = subprocess.Popen(
-                [sys.executable, "-m", "sandbox_service.worker.zygote_main", self.backend, str(template_end.fileno())],
+                [sys.executable, "-P", "-m", "sandbox_service.worker.zygote_main", self.backend, str(template_end.fileno())],
                 stdin=subprocess.DEVNULL, stdout=out_write, stderr=out_write, cwd=self._template_dir, env=env,
                 pass_fds=(template_end.fileno(),), start_new_session=True, close_fds=True,
             )

@@ -20,6 +20,9 @@ import signal
 import socket
 import sys
 
+from sandbox_service import jail
+from sandbox_service.jail import privileges as jail_privileges
+
 MAX_REQUEST_BYTES = 1 << 20
 _PR_SET_PDEATHSIG = 1
 _PR_SET_NAME = 15
@@ -63,10 +66,16 @@ def _reap(sock: socket.socket) -> None:
 
 
 def _become_child(request: dict, fds: list[int], profile_dir: str | None) -> int:
-    """Runs in the forked child: detach, rewire descriptors, take the child's environment, serve."""
+    """Runs in the forked child: detach, jail (one-shot roles), rewire descriptors, take the child's
+    environment, serve."""
     ctrl_fd, report_fd, output_fd = fds
     os.setsid()
     die_with_parent()
+    if request["role"] in jail.UNTRUSTED_ROLES:
+        # Still one thread: every later one inherits it. A profile folder (diagnostics, chosen by whoever
+        # started the server) is writable too.
+        for problem in jail.confine_files([request["cwd"], *([profile_dir] if profile_dir else [])]):
+            print(f"sandbox: {problem}", file=sys.stderr)
     name_process(f"trl-{request['role']}")
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
@@ -86,16 +95,26 @@ def _become_child(request: dict, fds: list[int], profile_dir: str | None) -> int
                             profile_dir)
 
 
+def trusted_import_path() -> None:
+    """Keep on sys.path only folders that existed before any child ran, never the working folder (under the
+    work root, which children of earlier versions could write) nor relative entries. The template is
+    started with `python -P` as well, so its working folder was never prepended."""
+    cwd = os.getcwd()
+    sys.path[:] = [p for p in sys.path if p and os.path.isabs(p) and os.path.realpath(p) != os.path.realpath(cwd)]
+
+
 def main(argv: list[str]) -> int:
     backend, sock_fd = argv[1], int(argv[2])
     die_with_parent()
+    jail_privileges.make_undumpable()  # every child inherits it: no process can open another's /proc entries
+    trusted_import_path()
     name_process("trl-template")
     profile_dir = os.environ.get(PROFILE_ENV) or None
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the server decides when we stop (it closes the socket)
     sock = socket.socket(fileno=sock_fd)
     from sandbox_service.worker import child_main
 
-    warnings = child_main.prepare_template(backend)
+    warnings = jail.support().warnings() + child_main.prepare_template(backend)
     _send(sock, {"type": "ready", "pid": os.getpid(), "warnings": warnings})
     while True:
         _reap(sock)
