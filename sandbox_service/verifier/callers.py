@@ -17,13 +17,26 @@ TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
 MONITOR_DIR = os.path.dirname(__file__) + os.sep
 
 
-def is_torch_file(filename: str) -> bool:
-    return filename.startswith(TORCH_DIR)
+def _triton_dir() -> str | None:
+    try:
+        import triton
+    except ImportError:
+        return None
+    return os.path.dirname(triton.__file__) + os.sep
 
 
-def nearest_caller_file(skip: int = 1) -> str:
-    """The file of the first frame above the caller's `skip` frames that is neither torch nor the monitor."""
-    frame = sys._getframe(skip + 1)
+TRUSTED_DIRS = tuple(d for d in (TORCH_DIR, _triton_dir(), MONITOR_DIR) if d)
+
+
+def is_trusted_file(filename: str) -> bool:
+    """Torch's, Triton's or the monitor's own code (Triton's autotuner reads timings with `.tolist()` on some
+    versions; the monitor reads the dispatch-mode stack)."""
+    return filename.startswith(TRUSTED_DIRS)
+
+
+def nearest_caller_file() -> str:
+    """The file of the first frame above our caller that is neither torch nor the monitor."""
+    frame = sys._getframe(2)
     while frame is not None:
         filename = frame.f_code.co_filename
         if not filename.startswith((TORCH_DIR, MONITOR_DIR)):

@@ -280,7 +280,7 @@ class RuntimeMonitor:
         if rule == tripwires.HOST_READ:
             self.host_reads[name] += 1
         else:
-            self._add(rule, f"{name} was called during forward: torch operators could run unseen")
+            self._add(rule, f"{name} was called during forward (with it torch operators can run unseen)")
 
     def _is_interpreter_staging(self, name: str) -> bool:
         """An operator the interpreter's launch itself issued to copy arguments (not the candidate's)."""

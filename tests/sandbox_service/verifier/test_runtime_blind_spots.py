@@ -126,11 +126,35 @@ def unseen(x):
         torch.exp(x)
 
 
+def step_out_of_the_recorder(x):
+    recorder = torch.utils._python_dispatch._get_current_dispatch_mode()
+    recorder.__exit__(None, None, None)
+    torch.exp(x)
+    recorder.__enter__()
+
+
+def in_inference_mode(x):
+    with torch.inference_mode():
+        torch.erf(x)
+
+
+class Lazy(torch.Tensor):
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        with torch._C.DisableTorchFunctionSubclass():
+            torch.cos(args[0])
+            return func(*args, **(kwargs or {}))
+
+
 scenarios = {
     "plain": lambda x: None,
     "grid_callable": lambda x: torch.sigmoid(x),
     "thread_pool": lambda x: ThreadPoolExecutor(1).submit(torch.tanh, x).result(),
+    "jit_fork": lambda x: torch.jit.wait(torch.jit._fork(torch.abs, x)),
+    "inference_mode": in_inference_mode,
+    "torch_function": lambda x: x.as_subclass(Lazy).clone(),
     "no_dispatch_alias": unseen,
+    "recorder_exited": step_out_of_the_recorder,
 }
 report = {}
 for name, extra in scenarios.items():
@@ -144,7 +168,8 @@ json.dump(report, sys.stdout)
 
 
 def test_only_the_interpreters_staging_is_exempt_inside_a_launch(tmp_path):
-    """A launch's own copies are not recorded; what a callback does during it (any thread) is."""
+    """A launch's own copies are not recorded; what a callback does during it is, on any thread, in
+    inference mode, or from a `__torch_function__` override; a dispatch guard is a finding."""
     (tmp_path / "probe.py").write_text(PROBE)
     env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(REPO)}
     done = subprocess.run([sys.executable, str(tmp_path / "probe.py")], env=env, capture_output=True, text=True,
@@ -153,7 +178,11 @@ def test_only_the_interpreters_staging_is_exempt_inside_a_launch(tmp_path):
     assert report["plain"] == {"ops": ["empty_like", "randn"], "findings": []}  # no new_empty, set_, copy_
     assert "sigmoid" in report["grid_callable"]["ops"]
     assert "tanh" in report["thread_pool"]["ops"]
-    assert report["no_dispatch_alias"] == {"ops": ["empty_like", "randn"], "findings": ["monitor-disabled"]}
+    assert "abs" in report["jit_fork"]["ops"]
+    assert "erf" in report["inference_mode"]["ops"]
+    assert "cos" in report["torch_function"]["ops"]
+    for hidden in ("no_dispatch_alias", "recorder_exited"):
+        assert report[hidden] == {"ops": ["empty_like", "randn"], "findings": ["monitor-disabled"]}
 
 
 def test_nothing_is_exempt_on_cuda():
