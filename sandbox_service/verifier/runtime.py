@@ -2,8 +2,13 @@
 
 - Triton launches are counted by wrapping the launchers (`JITFunction.run`, and `InterpretedFunction.run`
   under TRITON_INTERPRET=1) before the candidate is imported; each launch records its CUDA stream.
-- Torch operators executed during forward are recorded at the dispatcher (a TorchDispatchMode), except
-  inside a Triton launch: under the interpreter a launch itself stages memory with torch operators.
+- Torch operators executed during forward are recorded at the dispatcher (a TorchDispatchMode), on the
+  forward's thread and on every thread started after installation (`threads`). The only ones left out are
+  the interpreter's own staging copies, told by their caller (`callers`): ops that candidate callbacks run
+  while a launch is in progress (grid callables, hooks, heuristics, Python called from an interpreted kernel)
+  are the candidate's. A CUDA launch issues no torch operators, so nothing is left out there.
+- Guards that switch the dispatch recorder off and reads of tensor values into NumPy/Python are tripwires
+  (`tripwires`); the recorder must also still be in place at every launch and when forward returns.
 - Functions the evaluator relies on (comparison, timing, seeding, the launchers themselves) are
   snapshotted before the candidate is imported; any replacement is monkeypatching.
 - After each forward: inputs must be unchanged, outputs must be plain tensors that do not alias the
@@ -25,12 +30,16 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from sandbox_service.options import Policy
 from sandbox_service.results import Violation
+from sandbox_service.verifier import threads, tripwires
+from sandbox_service.verifier.callers import interpreter_file, nearest_caller_file
 
 LAYER = "runtime"
 
 # Every rule this layer (and the evaluation around it) can report; docs/verifier_rules.md explains each.
 RUNTIME_RULES = {
-    "torch-compute-in-forward": "torch operators ran outside Triton launches (strict: anything but glue; relaxed: heavy ops)",
+    "torch-compute-in-forward": "torch operators did work in forward (strict: anything but glue; relaxed: heavy or custom ops)",
+    tripwires.MONITOR_DISABLED: "torch's dispatch was switched off or the op recorder removed during forward",
+    tripwires.HOST_READ: "forward read tensor values into NumPy or Python (.numpy(), .tolist(), __array__, __dlpack__)",
     "no-kernel-launch": "a forward call launched no Triton kernel",
     "input-mutated": "forward changed an input in place",
     "output-aliases-input": "an output shares memory with an input",
@@ -73,34 +82,70 @@ HEAVY_OPS = frozenset(
 )
 
 
+# Under TRITON_INTERPRET=1 a launch copies its tensor arguments to host buffers and back with these.
+INTERPRETER_STAGING_OPS = frozenset({"empty", "new_empty", "set_", "copy_"})
+
+
 def _op_name(func) -> str:
+    """The aten name (`mm`); other namespaces keep theirs (`mylib::clone`) so that no custom op reads as glue."""
     name = getattr(getattr(func, "overloadpacket", None), "__name__", None) or str(func)
-    return name.removeprefix("aten::")
+    namespace = getattr(func, "namespace", "aten")
+    return name.removeprefix("aten::") if namespace == "aten" else f"{namespace}::{name.split('::')[-1]}"
+
+
+def _is_forbidden(name: str, policy: Policy) -> bool:
+    if policy == Policy.RELAXED:
+        return name in HEAVY_OPS or "::" in name  # a custom op whose body we cannot run may hide anything
+    return name not in GLUE_OPS
+
+
+def _custom_op_body(func):
+    """The Python function behind a `torch.library.custom_op`/`triton_op` (None for aten and other ops)."""
+    if getattr(func, "namespace", "aten") == "aten":
+        return None
+    from torch._library.custom_ops import OPDEFS
+
+    return getattr(OPDEFS.get(func._schema.name), "_init_fn", None)
 
 
 _UNINITIALISED_ALLOCATIONS = frozenset({"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided"})
 
 
 class _Recorder(TorchDispatchMode):
-    """Counts operators outside launches, and fills fresh uninitialised float buffers with NaN.
+    """Counts operators, and fills fresh uninitialised float buffers with NaN.
 
-    The NaN fill means an output that no kernel ever wrote is seen as such (all NaN), instead of
-    passing on whatever the allocator's memory held before.
+    The forward's thread records while a forward runs; a thread the candidate started records always (its
+    work could finish after forward returned, before the outputs are read). The NaN fill means an output
+    that no kernel ever wrote is seen as such (all NaN), instead of whatever the allocator's memory held.
     """
 
-    def __init__(self, monitor: RuntimeMonitor):
+    def __init__(self, monitor: RuntimeMonitor, always: bool = False):
         super().__init__()
         self.monitor = monitor
+        self.always = always
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        body = _custom_op_body(func)
+        if body is not None:  # run its body under the recorder: its operators and launches are judged, not its name
+            with self:
+                return body(*args, **(kwargs or {}))
         result = func(*args, **(kwargs or {}))
-        if self.monitor._launch_depth == 0:
-            name = _op_name(func)
+        name = _op_name(func)
+        if (self.always or self.monitor.forward_open) and not self.monitor._is_interpreter_staging(name):
             self.monitor.ops[name] += 1
             if name in _UNINITIALISED_ALLOCATIONS and isinstance(result, torch.Tensor) and result.is_floating_point():
                 result.fill_(float("nan"))
                 self.monitor._poisoned.add(result.untyped_storage().data_ptr())
         return result
+
+
+def _recorder_in_place() -> bool:
+    """Whether this thread's dispatch reaches a recorder: the Python key is on and one is on the mode stack."""
+    from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
+
+    if torch._C._dispatch_tls_is_dispatch_key_excluded(torch._C.DispatchKey.Python):
+        return False
+    return any(isinstance(mode, _Recorder) for mode in _get_current_dispatch_mode_stack())
 
 
 def _launchers() -> list[type]:
@@ -161,6 +206,7 @@ def _watched_functions() -> dict[str, object]:
         watched[f"harness.{name}"] = getattr(harness, name)
     for cls in _launchers():
         watched[f"{cls.__module__}.{cls.__name__}.run"] = cls.run
+    watched.update(threads.thread_starters())
     return watched
 
 
@@ -208,8 +254,11 @@ class RuntimeMonitor:
         self.side_stream_launches = 0
         self.launches_per_forward: list[int] = []
         self.ops: Counter[str] = Counter()
+        self.host_reads: Counter[str] = Counter()
         self.findings: list[Violation] = []
-        self._launch_depth = 0
+        self.forward_open = False
+        # only the interpreter stages memory with torch operators; on CUDA nothing is exempt
+        self._staging_file = interpreter_file() if device.type == "cpu" else None
         self._forward_stream: int | None = None
         self._side_streams: dict[int, object] = {}
         self._watched: dict[str, object] = {}
@@ -221,7 +270,29 @@ class RuntimeMonitor:
 
         for cls in _launchers():
             cls.run = self._wrap_launcher(cls.run)
+        threads.record_new_threads(lambda: _Recorder(self, always=True))
+        tripwires.install(self._tripped)
         self._watched = _watched_functions()
+
+    def _tripped(self, rule: str, name: str) -> None:
+        if not self.forward_open:
+            return
+        if rule == tripwires.HOST_READ:
+            self.host_reads[name] += 1
+        else:
+            self._add(rule, f"{name} was called during forward (with it torch operators can run unseen)")
+
+    def _is_interpreter_staging(self, name: str) -> bool:
+        """An operator the interpreter's launch itself issued to copy arguments (not the candidate's)."""
+        return (
+            self._staging_file is not None
+            and name in INTERPRETER_STAGING_OPS
+            and nearest_caller_file() == self._staging_file
+        )
+
+    def _check_recorder_in_place(self, where: str) -> None:
+        if self.forward_open and not _recorder_in_place():
+            self._add(tripwires.MONITOR_DISABLED, f"the op recorder was not in place {where}")
 
     def _wrap_launcher(self, original):
         monitor = self
@@ -230,33 +301,32 @@ class RuntimeMonitor:
             if kwargs.get("warmup"):
                 return original(launcher, *args, **kwargs)
             monitor.launches += 1
+            monitor._check_recorder_in_place("at a kernel launch")
             if monitor.device.type == "cuda" and monitor._forward_stream is not None:
                 stream = torch.cuda.current_stream()
                 if stream.cuda_stream != monitor._forward_stream:
                     monitor.side_stream_launches += 1
                     monitor._side_streams[stream.cuda_stream] = stream
-            monitor._launch_depth += 1
-            try:
-                return original(launcher, *args, **kwargs)
-            finally:
-                monitor._launch_depth -= 1
+            return original(launcher, *args, **kwargs)
 
         run.__wrapped__ = original
         return run
 
     # -- observation ---------------------------------------------------------------------------
     @contextlib.contextmanager
-    def forward_scope(self, record_ops: bool = True) -> Iterator[None]:
+    def forward_scope(self) -> Iterator[None]:
         """Count launches (and record torch ops) for one forward call."""
         before = self.launches
         if self.device.type == "cuda":
             self._forward_stream = torch.cuda.current_stream().cuda_stream
         try:
-            if record_ops:
-                with _Recorder(self):
+            with _Recorder(self):
+                self.forward_open = True
+                try:
                     yield
-            else:
-                yield
+                finally:
+                    self._check_recorder_in_place("when forward returned")
+                    self.forward_open = False
         finally:
             self.launches_per_forward.append(self.launches - before)
             self._check_side_streams_joined()
@@ -312,14 +382,12 @@ class RuntimeMonitor:
         found = list(self.findings)
         if self.launches_per_forward and min(self.launches_per_forward) == 0:
             found.append(Violation(LAYER, "no-kernel-launch", RUNTIME_RULES["no-kernel-launch"]))
-        forbidden = HEAVY_OPS if policy == Policy.RELAXED else None
-        bad = sorted(
-            name
-            for name in self.ops
-            if (name in forbidden if forbidden is not None else name not in GLUE_OPS)
-        )
+        bad = sorted(name for name in self.ops if _is_forbidden(name, policy))
         if bad:
             found.append(
                 Violation(LAYER, "torch-compute-in-forward", "torch operators ran outside Triton kernels: " + ", ".join(bad))
             )
+        if self.host_reads and policy == Policy.STRICT:
+            found.append(Violation(LAYER, tripwires.HOST_READ, "forward read tensor values on the host through "
+                                   + ", ".join(sorted(self.host_reads))))
         return found
