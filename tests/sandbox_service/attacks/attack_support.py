@@ -36,6 +36,7 @@ CORPUS = HERE.parent / "corpus"
 RELU = (CORPUS / "problems" / "relu.py").read_text()
 HONEST = (CORPUS / "honest" / "relu_flatten.py").read_text()
 WRONG = (CANDIDATES / "relu_wrong_identity.py").read_text()
+RELU_WITH_SCIPY = (HERE / "problems" / "relu_with_scipy.py").read_text()
 
 # Two trials keep the interpreter quick. The attacks that poison a task's cache use the same options as the
 # evaluations after them (the task key includes seed, trials and tolerances).
@@ -44,11 +45,14 @@ LATER_RUNS = 10  # honest and wrong evaluations after each cross-evaluation atta
 
 # Every candidate the attacks include to reach the harness's objects in their own process.
 _REACH = (CANDIDATES / "_reach.py").read_text()
+_HONEST_RELU = (CANDIDATES / "_honest_relu_model.py").read_text()
 
 
 def candidate(name: str, **placeholders: str) -> str:
-    """A candidate file, with `# INCLUDE _reach` replaced by the shared helpers and __NAME__ placeholders filled."""
+    """A candidate file, with `# INCLUDE _reach` (the shared helpers) and `# INCLUDE _honest_relu_model` (an honest
+    ReLU kernel) inlined and __NAME__ placeholders filled."""
     source = (CANDIDATES / f"{name}.py").read_text().replace("# INCLUDE _reach\n", _REACH)
+    source = source.replace("# INCLUDE _honest_relu_model\n", _HONEST_RELU)
     for key, value in placeholders.items():
         source = source.replace(f"__{key}__", value)
     assert "__RECORD_DIR__" not in source, f"{name}: give it a record folder"
