@@ -2,8 +2,9 @@
 process, so a candidate that reaches its objects reports outputs, fingerprints and violations of its choosing.
 
 Property: a candidate that does not do the work in Triton never comes back `ok`, whatever it reports about
-itself. These run through `run_isolated` (no format/static screens): the process isolation must hold on its own.
-The last test shows the full pipeline's static layer rejecting the frame walk before anything runs."""
+itself. Most run through `run_isolated` (no format/static screens): the process isolation must hold on its own.
+One forger is written to pass the static layer and goes through the full pipeline (`evaluate`)
+(test_attack_static_screen.py shows the static layer rejecting the others before they run)."""
 
 from __future__ import annotations
 
@@ -35,9 +36,9 @@ def test_torch_compute_hidden_by_raising_the_monitors_launch_depth_is_not_ok(rec
     assert result.status == Status.CHEAT, describe(result)  # torch did the work: a runtime finding, not luck
 
 
-def test_full_pipeline_rejects_the_frame_walking_forger_before_it_runs(record_dir):
-    """The same forger through `evaluate`: the static layer (frame-introspection) stops it as `cheat`."""
+def test_wrong_kernel_forging_its_report_past_the_static_layer_is_not_ok(record_dir):
+    """The full pipeline: traceback -> frames through getattr with computed names, in __init__ (no monitor scope);
+    the reference's outputs reported as every trial's and a clean outputs_done."""
     with dedicated_lane() as lane:
-        result = evaluate(RELU, candidate("forges_report_via_emit", RECORD_DIR=str(record_dir)), FAST, lane)
-    assert result.status == Status.CHEAT, describe(result)
-    assert any(v.layer == "static" for v in result.violations), describe(result)
+        result = evaluate(RELU, candidate("forges_report_past_the_static_layer"), FAST, lane)
+    assert_not_ok(result)
