@@ -157,12 +157,14 @@ def kill_survivors(record_dir: Path) -> None:
                 os.kill(pid, signal.SIGKILL)
 
 
-def nothing_survives(record_dir: Path, expected_started: int = 1, grace_s: float = 2.0) -> str | None:
+def attempted(record_dir: Path) -> list[str]:
+    """What the attack reports having tried (its code ran): a precondition that holds whether or not the sandbox
+    blocks the attack, so that a sandbox which stops it passes the test instead of failing a precondition."""
+    return sorted(p.name.removeprefix("attempted-") for p in Path(record_dir).glob("attempted-*"))
+
+
+def nothing_survives(record_dir: Path, grace_s: float = 2.0) -> str | None:
     """None when every process the attack recorded is gone (after `grace_s` for SIGKILLs in flight)."""
-    started = recorded(record_dir)
-    if len(started) < expected_started:
-        return (f"the attack recorded {len(started)} processes, expected at least {expected_started}: "
-                "it did not run as written")
     deadline = time.monotonic() + grace_s
     while survivors(record_dir) and time.monotonic() < deadline:
         time.sleep(0.1)

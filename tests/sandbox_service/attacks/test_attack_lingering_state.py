@@ -13,11 +13,10 @@ import sysconfig
 from pathlib import Path
 
 from attack_support import (
-    FAST, RELU, RELU_WITH_SCIPY, assert_properties, candidate, dedicated_lane, describe, lane_still_judges,
+    FAST, RELU, RELU_WITH_SCIPY, assert_properties, attempted, candidate, dedicated_lane, describe, lane_still_judges,
     nothing_survives,
 )
 from sandbox_service.evaluation import run_isolated
-from sandbox_service.results import Status
 from sandbox_service.worker.builder import Builder
 
 
@@ -27,16 +26,18 @@ def test_daemon_started_in_a_new_session_does_not_outlive_the_evaluation(record_
         result = run_isolated(RELU, candidate("session_daemon", RECORD_DIR=str(record_dir)), FAST, lane)
         survived = nothing_survives(record_dir)
         later = lane_still_judges(lane)
+    assert attempted(record_dir), f"the attack did not run: {describe(result)}"
     assert_properties(survived, later)
-    assert result.status != Status.INFRA_ERROR, describe(result)
 
 
 def test_daemon_rewriting_later_candidates_sources_cannot_change_their_verdicts(record_dir):
     """A surviving daemon swaps the ReLU store and the identity store in every later job folder's candidate.py."""
     with dedicated_lane() as lane:
-        run_isolated(RELU, candidate("daemon_rewrites_later_candidates", RECORD_DIR=str(record_dir)), FAST, lane)
+        result = run_isolated(RELU, candidate("daemon_rewrites_later_candidates", RECORD_DIR=str(record_dir)), FAST,
+                              lane)
         survived = nothing_survives(record_dir)
         later = lane_still_judges(lane)
+    assert attempted(record_dir), f"the attack did not run: {describe(result)}"
     assert_properties(survived, later)
 
 
@@ -44,9 +45,9 @@ def test_module_planted_on_the_template_import_path_cannot_change_a_later_refere
     """`scipy.py` in the template's working folder: a later reference importing scipy patches torch.relu in the
     judge. The later evaluations use that reference (problems/relu_with_scipy.py)."""
     with dedicated_lane() as lane:
-        run_isolated(RELU, candidate("plants_module_on_import_path", RECORD_DIR=str(record_dir)), FAST, lane)
+        result = run_isolated(RELU, candidate("plants_module_on_import_path", RECORD_DIR=str(record_dir)), FAST, lane)
         later = lane_still_judges(lane, reference=RELU_WITH_SCIPY)
-    assert (record_dir / "planted.txt").exists(), "the attack did not run as written"
+    assert attempted(record_dir), f"the attack did not run: {describe(result)}"
     assert_properties(later)
 
 
@@ -65,5 +66,5 @@ def test_file_planted_in_the_trusted_launcher_cache_is_never_handed_out(record_d
         builder.root, builder.config = lane._trusted_builds, config
         answer = builder.build({"name": name, "source": source, **config})
         handed_out = Path(answer["path"]).read_bytes() if answer.get("type") == "built" else b""
-    assert result.status == Status.OK, describe(result)  # the plant ran in __init__ and the kernel is honest
+    assert attempted(record_dir), f"the attack did not run: {describe(result)}"
     assert handed_out != payload, f"the trusted builder handed out the candidate's planted file {answer['path']}"

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 
 from attack_support import (
-    FAST, RELU, assert_properties, candidate, dedicated_lane, describe, lane_still_judges, not_ok,
+    FAST, RELU, assert_properties, attempted, candidate, dedicated_lane, describe, lane_still_judges, not_ok,
 )
 from sandbox_service.evaluation import run_isolated
 
@@ -21,16 +21,16 @@ def test_requests_injected_into_the_judge_cannot_make_wrong_outputs_pass(record_
     with dedicated_lane() as lane:
         result = run_isolated(RELU, candidate("injects_judge_requests", RECORD_DIR=str(record_dir)), FAST, lane)
         later = lane_still_judges(lane)
-    assert (record_dir / "judge_answers.txt").exists(), f"the attack did not run as written: {describe(result)}"
+    assert attempted(record_dir), f"the attack did not run: {describe(result)}"
     assert_properties(not_ok(result), later)
 
 
 def test_frames_written_into_idle_siblings_verdict_pipes_cannot_fail_later_honest_kernels(record_dir):
     """A frame without a nonce waits in an idle sibling's verdict pipe for the next evaluation that gets it."""
     with dedicated_lane() as lane:
-        run_isolated(RELU, candidate("poisons_sibling_verdict_pipes", RECORD_DIR=str(record_dir)), FAST, lane)
+        result = run_isolated(RELU, candidate("poisons_sibling_verdict_pipes", RECORD_DIR=str(record_dir)), FAST, lane)
         later = lane_still_judges(lane)
-    assert (record_dir / "poisoned.txt").read_text().strip(), "the attack found no sibling to poison"
+    assert attempted(record_dir), f"the attack did not run: {describe(result)}"
     assert_properties(later)
 
 
@@ -38,7 +38,7 @@ def test_signals_to_idle_siblings_and_the_judge_cannot_fail_later_honest_kernels
     """SIGSTOP to every idle sibling, SIGKILL to the judge. The later evaluations get 8 s each (a stopped sibling
     would otherwise cost the default 20 s)."""
     with dedicated_lane() as lane:
-        run_isolated(RELU, candidate("signals_lane_processes", RECORD_DIR=str(record_dir)), FAST, lane)
+        result = run_isolated(RELU, candidate("signals_lane_processes", RECORD_DIR=str(record_dir)), FAST, lane)
         later = lane_still_judges(lane, options=dataclasses.replace(FAST, timeout_s=8))
-    assert "SIGSTOP" in (record_dir / "signalled.txt").read_text(), "the attack found no sibling to stop"
+    assert attempted(record_dir), f"the attack did not run: {describe(result)}"
     assert_properties(later)

@@ -7,7 +7,10 @@ after its evaluation."""
 
 from __future__ import annotations
 
-from attack_support import FAST, RELU, assert_not_ok, assert_properties, candidate, dedicated_lane, not_ok, nothing_survives
+from attack_support import (
+    FAST, RELU, assert_not_ok, assert_properties, attempted, candidate, dedicated_lane, describe, not_ok,
+    nothing_survives,
+)
 from sandbox_service.evaluation import evaluate, run_isolated
 
 
@@ -32,4 +35,5 @@ def test_helper_process_computing_through_shared_memory_is_not_ok_and_dies_with_
         result = run_isolated(RELU, candidate("helper_process_computes_through_shared_memory",
                                               RECORD_DIR=str(record_dir)), FAST, lane)
         survived = nothing_survives(record_dir)
+    assert attempted(record_dir), f"the attack did not run: {describe(result)}"
     assert_properties(not_ok(result), survived)

@@ -2,6 +2,14 @@
 RECORD_DIR = "__RECORD_DIR__"
 
 
+def _attempted(what):
+    """Tell the test the attack's code ran (written first: a sandbox that blocks the attack must still see it)."""
+    import os
+
+    with open(os.path.join(RECORD_DIR, f"attempted-{what}"), "w") as f:
+        f.write(str(os.getpid()))
+
+
 def _harness_frame():
     """The candidate runner's frame (candidate_runner.run): its locals hold emit, control, monitor, job, sets."""
     import sys

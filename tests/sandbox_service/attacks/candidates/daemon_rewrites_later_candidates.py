@@ -44,6 +44,7 @@ def _daemon():
 class ModelNew(nn.Module):
     def __init__(self):
         super().__init__()
+        _attempted("rewriting-daemon")
         _detached(_daemon)
 
     def forward(self, x):

@@ -36,6 +36,7 @@ def _helper(requests, answers, inbox, outbox):
 class ModelNew(nn.Module):
     def __init__(self):
         super().__init__()
+        _attempted("helper-process")
         self._shared = [mmap.mmap(-1, CAPACITY * 4) for _ in range(2)]  # MAP_SHARED | MAP_ANONYMOUS
         self.inbox, self.outbox = (torch.frombuffer(m, dtype=torch.float32) for m in self._shared)
         to_helper, self._requests = os.pipe()

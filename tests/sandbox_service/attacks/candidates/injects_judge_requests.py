@@ -31,6 +31,7 @@ def _poison_judge():
     from sandbox_service.options import EvalOptions, InputSet
     from sandbox_service.worker import protocol
 
+    _attempted("inject-judge")
     job = _harness_frame().f_locals["job"]
     reference = Path(job["reference_path"]).read_text()
     key = ProblemRef.create(reference, Path(job["reference_path"]), [InputSet.from_dict(s) for s in job["input_sets"]],

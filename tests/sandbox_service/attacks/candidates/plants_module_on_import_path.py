@@ -31,6 +31,7 @@ sys.modules[__name__] = _real
 
 
 def _plant():
+    _attempted("plant-module")
     folders = {os.readlink(f"/proc/{os.getppid()}/cwd")}  # the template's working folder
     if sys.path and os.path.isabs(sys.path[0]):
         folders.add(sys.path[0])

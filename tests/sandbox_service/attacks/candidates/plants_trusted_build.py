@@ -20,6 +20,7 @@ PAYLOAD = __PAYLOAD__
 
 
 def _plant():
+    _attempted("plant-build")
     from sandbox_service.worker.builder import content_key
 
     root = os.path.join(os.path.dirname(os.environ["HOME"]), "trusted-builds")

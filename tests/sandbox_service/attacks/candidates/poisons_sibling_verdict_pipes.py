@@ -15,6 +15,7 @@ import triton.language as tl
 
 
 def _poison_siblings():
+    _attempted("poison-siblings")
     until = time.monotonic() + 10
     siblings = []
     while not siblings and time.monotonic() < until:

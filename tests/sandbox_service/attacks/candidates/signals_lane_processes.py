@@ -15,6 +15,7 @@ import triton.language as tl
 
 
 def _signal_everyone():
+    _attempted("signal-lane")
     until = time.monotonic() + 10
     siblings = []
     while not siblings and time.monotonic() < until:
