@@ -5,6 +5,7 @@ classified as glue or compute; calls that may launch a Triton kernel are counted
 from __future__ import annotations
 
 import ast
+import string
 
 from sandbox_service.verifier.static import catalog
 from sandbox_service.verifier.static.interpreter import AnalysisBudgetExceeded, Frame, Interpreter
@@ -27,6 +28,10 @@ _HANDLED_HIGHER_ORDER = frozenset({"functools.partial", "functools.reduce", "tor
 _CONTENT_COMPARISONS = frozenset("equal allclose isclose".split())
 _IDENTITY_PRESERVING = frozenset("str int repr format hex bin oct".split())
 _SEQUENCE_BUILTINS = frozenset("list tuple set frozenset sorted reversed iter filter".split())
+_REFLECTIVE = frozenset({"builtins.getattr", "builtins.setattr", "builtins.delattr", "builtins.hasattr"})
+# Methods that read or write an attribute named by their first argument.
+_ACCESSOR_METHODS = frozenset("__getattribute__ __getattr__ __setattr__ __delattr__".split())
+_DICT_LOOKUPS = frozenset("get pop setdefault __getitem__".split())
 
 
 class CallRules(Interpreter):
@@ -57,9 +62,12 @@ class CallRules(Interpreter):
                 kwargs["**"] = kwargs.get("**", EMPTY) | element_of(value)
             else:
                 kwargs[keyword.arg] = value
+        if any(isinstance(a, Ref) and a.path in _REFLECTIVE for v in [*args, *kwargs.values()] for a in v):
+            self.flag("dynamic-getattr", node, "hands getattr (or setattr, delattr, hasattr) to another call: the names it reads are not in the source")
         if isinstance(func_node, ast.Attribute):
             # Name rules for receivers call_atom does not see as methods (modules, classes, own objects).
             self.method_effects(func_node.attr, base, node, args, kwargs, frame)
+            self.check_hidden_access(func_node, base, node)
         generator = func_node.attr if isinstance(func_node, ast.Attribute) else getattr(func_node, "id", None)
         if generator in catalog.INPUT_GENERATORS and frame.ctx in (Ctx.MODULE, Ctx.INIT, Ctx.FORWARD):
             self.flag("precomputed-output", node, f"calls {generator}(): the candidate generates the evaluation's inputs itself")
@@ -131,6 +139,24 @@ class CallRules(Interpreter):
             self.flag("side-stream", node, f"calls .{name}(): work crosses CUDA streams")
         if name in _HOOK_METHODS:
             self.flag("forward-rebinding", node, f"calls .{name}(): a hook can replace the module's inputs or outputs")
+
+    def check_hidden_access(self, func_node: ast.Attribute, base: Value, node: ast.Call) -> None:
+        """Attribute reads that no attribute in the source shows: `x.__getattribute__(name)` and
+        `x.__dict__.get(name)` with a computed name, and str.format templates whose fields read attributes
+        (`"{0.f_back.f_locals}".format(frame)`), or that are not literals at all."""
+        name, first = func_node.attr, node.args[0] if node.args else None
+        if name in _ACCESSOR_METHODS and not (first is not None and _literal_str(first)):
+            self.flag("dynamic-getattr", node, f".{name}() with a computed attribute name")
+        elif name in _DICT_LOOKUPS and first is not None:
+            self.check_namespace_lookup(func_node.value, first, node)
+        elif name in ("format", "format_map"):
+            template: ast.expr | None = func_node.value
+            if any(isinstance(a, Ref) and a.path == "builtins.str" for a in base):
+                template = first  # str.format(template, ...)
+            elif base and not any(a is Kind.SCALAR or isinstance(a, Member) for a in base):
+                return  # not a string: an object's own format method
+            if template is None or not _literal_str(template) or _template_reads_attributes(template.value):
+                self.flag("dynamic-getattr", node, f".{name}() with a template that is not a literal or whose fields read attributes or items")
 
     @staticmethod
     def low_precision(node: ast.Call, args: list[Value], kwargs: dict[str, Value]) -> bool:
@@ -454,15 +480,14 @@ class CallRules(Interpreter):
         return EMPTY
 
     def reflective_call(self, name: str, node: ast.Call, args: list[Value], frame: Frame) -> Value:
-        """getattr & co. with a literal name are attribute accesses; with a computed name on a module, class or
-        tensor they hide what is reached."""
+        """getattr & co. with a literal name are attribute accesses, checked as such; with a computed name they
+        hide what is reached, on any object (`getattr(frame, "f_" + "back")`)."""
         if len(node.args) < 2:
             return EMPTY
         target = args[0]
         name_node = node.args[1]
-        if not (isinstance(name_node, ast.Constant) and isinstance(name_node.value, str)):
-            if any(isinstance(a, (Ref, ClassInfo, Kernel)) or a in (Kind.TENSOR, Kind.INPUT) for a in target):
-                self.flag("dynamic-getattr", node, f"{name}() with a computed name on a module, class or tensor")
+        if not _literal_str(name_node):
+            self.flag("dynamic-getattr", node, f"{name}() with a computed attribute name")
             return SCALAR if name == "hasattr" else EMPTY
         attr = name_node.value
         self.check_attr_name(attr, target, node, frame)
@@ -479,6 +504,23 @@ class CallRules(Interpreter):
         if not target:
             return frozenset({Member(attr)})
         return union(self.attribute_of(a, attr, node, frame) for a in target)
+
+
+def _literal_str(node: ast.expr) -> bool:
+    return isinstance(node, ast.Constant) and isinstance(node.value, str)
+
+
+def _template_reads_attributes(template: str) -> bool:
+    """Whether a str.format template has a field, or a nested field in a format spec, that reads an attribute
+    or an item (`{0.__globals__}`, `{0[key]}`)."""
+    try:
+        fields = list(string.Formatter().parse(template))
+    except ValueError:
+        return False  # str.format raises on it: nothing is read
+    return any(
+        (field is not None and ("." in field or "[" in field)) or (spec and _template_reads_attributes(spec))
+        for _, field, spec, _ in fields
+    )
 
 
 def _plain(atom) -> bool:

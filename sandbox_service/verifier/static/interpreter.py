@@ -13,7 +13,7 @@ import builtins
 import dataclasses
 
 from sandbox_service.results import Violation
-from sandbox_service.verifier.static import catalog
+from sandbox_service.verifier.static import allowlist, catalog
 from sandbox_service.verifier.static.values import (
     EMPTY, IDENT, NONE, SCALAR, TENSOR, AutogradApply, Bound, ClassInfo, Container, ContainerMethod, Ctx, Env,
     Func, Instance, Kernel, Kind, Launcher, Member, Ref, Super, TensorMethod, Value, contains_ident, element_of,
@@ -70,22 +70,33 @@ class Interpreter:
 
     # --- names --------------------------------------------------------------------------------------------
     def ref(self, path: str, node: ast.AST, frame: Frame) -> Value:
-        """A Ref to `path`, checked against the deny lists as it is created (a reference is enough)."""
-        for candidate in {path, catalog.normalise_nn_path(path)}:
+        """A Ref to `path`, checked against the deny lists and then the allow-list as it is created (a reference
+        is enough)."""
+        normalised = catalog.normalise_nn_path(path)
+        denied = False
+        for candidate in {path, normalised}:
             match = catalog.deny_match(candidate)
             if match:
                 rule, reason = match
                 self.flag(rule, node, f"uses {path}: {reason}")
+                denied = True
                 break
-        if frame.ctx in (Ctx.FORWARD, Ctx.INIT) and catalog.rng_match(path):
+        rng = catalog.rng_match(path)
+        if frame.ctx in (Ctx.FORWARD, Ctx.INIT) and rng:
             self.flag("rng-manipulation", node, f"uses {path} in {frame.ctx.value}: reseeding or reading the RNG state can predict the evaluation's inputs")
+        if not (denied or rng):
+            problem = allowlist.attribute_problem(normalised)
+            if problem:
+                self.flag("module-attribute", node, problem)
         if frame.ctx is Ctx.KERNEL and (path == "torch" or path.startswith("torch.")):
             self.flag("python-in-kernel", node, f"a @triton.jit body uses {path}: it can only run as Python under the interpreter")
         return frozenset({Ref(path)})
 
     def load_name(self, name: str, node: ast.AST, frame: Frame) -> Value:
-        if name in catalog.ESCAPE_NAMES:
-            self.flag("dunder-access", node, f"uses {name}")
+        if allowlist.is_dunder(name) and name not in allowlist.ALLOWED_DUNDER_NAMES and not (
+            name in _BUILTINS and catalog.deny_match(f"builtins.{name}")
+        ):
+            self.flag("dunder-access", node, f"uses {name}: only {', '.join(sorted(allowlist.ALLOWED_DUNDER_NAMES))} are allowed")
             return EMPTY
         value = self.module_env.lookup(name) if name in frame.env.globals else frame.env.lookup(name)
         if value is None:
@@ -400,6 +411,7 @@ class Interpreter:
         self.flag("monkeypatch", node, f"assigns {path}.{attr}: patches an imported module or class")
 
     def store_item(self, target: ast.Subscript, value: Value, frame: Frame) -> None:
+        self.check_namespace_lookup(target.value, target.slice, target)
         base = self.eval(target.value, frame)
         index = self.eval(target.slice, frame)
         forward = frame.ctx is Ctx.FORWARD
@@ -449,11 +461,14 @@ class Interpreter:
 
     def check_attr_name(self, attr: str, base: Value, node: ast.AST, frame: Frame) -> None:
         if attr in catalog.FRAME_ATTRS:
-            self.flag("frame-introspection", node, f"reads .{attr}: frame or code internals")
+            self.flag("frame-introspection", node, f"reads .{attr}: frame, code, closure or traceback internals")
         elif attr in catalog.ESCAPE_DUNDERS:
             self.flag("dunder-access", node, f"reads .{attr}: a sandbox-escape attribute")
-        elif attr in catalog.SELF_ONLY_DUNDERS and not (base and all(_is_own(atom) for atom in base)):
-            self.flag("dunder-access", node, f"uses .{attr} of an object other than self")
+        elif attr in catalog.SELF_ONLY_DUNDERS or attr == "__class__":
+            if not (base and all(_is_own(atom) for atom in base)):
+                self.flag("dunder-access", node, f"uses .{attr} of an object other than self")
+        elif allowlist.is_dunder(attr) and attr not in allowlist.ALLOWED_DUNDERS and not _is_operator_dunder(attr):
+            self.flag("dunder-access", node, f"uses .{attr}, a dunder outside the allow-list")
         elif attr in catalog.HOOK_ATTRS:
             self.flag("forward-rebinding", node, f"uses .{attr}: the module's hook tables")
 
@@ -551,7 +566,15 @@ class Interpreter:
             return self.ref(f"{catalog.normalise_nn_path(base)}.{attr}", node, frame)
         return EMPTY
 
+    def check_namespace_lookup(self, container: ast.expr, key: ast.expr, node: ast.AST) -> None:
+        """`obj.__dict__[name]` with a computed name is a computed attribute access, even on self."""
+        if isinstance(container, ast.Attribute) and container.attr == "__dict__" and not (
+            isinstance(key, ast.Constant) and isinstance(key.value, str)
+        ):
+            self.flag("dynamic-getattr", node, "looks up __dict__ with a computed attribute name")
+
     def expr_Subscript(self, node: ast.Subscript, frame: Frame) -> Value:
+        self.check_namespace_lookup(node.value, node.slice, node)
         base = self.eval(node.value, frame)
         index = self.eval(node.slice, frame)
         forward = frame.ctx is Ctx.FORWARD
@@ -751,6 +774,11 @@ def _merge(states: list[dict[str, Value]]) -> dict[str, Value]:
 
 def _is_own(atom) -> bool:
     return (isinstance(atom, Instance) and atom.is_self) or isinstance(atom, Super)
+
+
+def _is_operator_dunder(attr: str) -> bool:
+    """`__add__`, `__matmul__`, ...: Python operators spelled as methods, which the tensor rules judge."""
+    return attr[2:-2] in catalog.DUNDER_OPERATORS
 
 
 def _is_none(node: ast.expr) -> bool:
