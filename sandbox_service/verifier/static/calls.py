@@ -28,6 +28,7 @@ _HANDLED_HIGHER_ORDER = frozenset({"functools.partial", "functools.reduce", "tor
 _CONTENT_COMPARISONS = frozenset("equal allclose isclose".split())
 _IDENTITY_PRESERVING = frozenset("str int repr format hex bin oct".split())
 _SEQUENCE_BUILTINS = frozenset("list tuple set frozenset sorted reversed iter filter".split())
+_WRAPPER_COPIERS = frozenset({"functools.wraps", "functools.update_wrapper"})
 _REFLECTIVE = frozenset({"builtins.getattr", "builtins.setattr", "builtins.delattr", "builtins.hasattr"})
 # Methods that read or write an attribute named by their first argument.
 _ACCESSOR_METHODS = frozenset("__getattribute__ __getattr__ __setattr__ __delattr__".split())
@@ -285,6 +286,8 @@ class CallRules(Interpreter):
         forward = frame.ctx is Ctx.FORWARD
         if path.startswith("builtins."):
             return self.call_builtin(last, node, args, kwargs, frame)
+        if path in _WRAPPER_COPIERS:
+            self.check_copied_names(path, node, frame)
         if path == "functools.partial":
             return args[0] if args else EMPTY
         if path in catalog.CACHE_DECORATORS:
@@ -478,6 +481,19 @@ class CallRules(Interpreter):
             container.add(union([element_of(first), *kwargs.values()]))
             return frozenset({container})
         return EMPTY
+
+    def check_copied_names(self, path: str, node: ast.Call, frame: Frame) -> None:
+        """functools.wraps/update_wrapper copy the attributes named in `assigned` and `updated` (`__dict__` by
+        default): names given there are attribute reads like getattr's, and must be literal and allowed."""
+        first = 1 if path == "functools.wraps" else 2  # wraps(wrapped, assigned, updated)
+        given = [*node.args[first:first + 2], *(k.value for k in node.keywords if k.arg in ("assigned", "updated"))]
+        for names in given:
+            items = names.elts if isinstance(names, (ast.Tuple, ast.List)) else [names]
+            for item in items:
+                if _literal_str(item):
+                    self.check_attr_name(item.value, EMPTY, item, frame)
+                else:
+                    self.flag("dynamic-getattr", item, f"{path} copies attributes whose names are computed")
 
     def reflective_call(self, name: str, node: ast.Call, args: list[Value], frame: Frame) -> Value:
         """getattr & co. with a literal name are attribute accesses, checked as such; with a computed name they

@@ -162,6 +162,7 @@ class Interpreter:
             self.bind(target, value, frame)
 
     def stmt_AnnAssign(self, node: ast.AnnAssign, frame: Frame) -> None:
+        self.eval(node.annotation, frame)  # module and class annotations run
         if node.value is not None:
             self.bind(node.target, self.eval(node.value, frame), frame)
 
@@ -236,7 +237,21 @@ class Interpreter:
 
     def stmt_Match(self, node: ast.Match, frame: Frame) -> None:
         self.eval(node.subject, frame)
+        for case in node.cases:
+            self.check_pattern(case.pattern, frame)
+            self.eval(case.guard, frame)
         self.branches(frame, [case.body for case in node.cases] + [[]])
+
+    def check_pattern(self, pattern: ast.pattern, frame: Frame) -> None:
+        """Patterns run code too: value patterns evaluate names, and a class pattern reads the attributes it
+        names (`case object(f_back=caller)` is `getattr(subject, "f_back")`)."""
+        for sub in ast.walk(pattern):
+            if isinstance(sub, ast.MatchValue):
+                self.eval(sub.value, frame)
+            elif isinstance(sub, ast.MatchClass):
+                self.eval(sub.cls, frame)
+                for attr in sub.kwd_attrs:
+                    self.check_attr_name(attr, EMPTY, sub, frame)
 
     def branches(self, frame: Frame, paths: list[list[ast.stmt]]) -> None:
         """Run alternative paths from the same state and keep, for each name, what any path may leave."""
@@ -291,6 +306,7 @@ class Interpreter:
             if any(isinstance(atom, (Func, Bound, ClassInfo)) for atom in value):
                 wrappers.append((decorator, value))
         defaults = self.eval_defaults(node.args, frame)
+        self.eval_annotations(node, frame)
         if is_kernel:
             # The body is Triton: tl.* is fine there; only escapes and torch/Python use are looked for.
             kernel_frame = Frame(Ctx.KERNEL, Env(frame.env))
@@ -471,6 +487,12 @@ class Interpreter:
             self.flag("dunder-access", node, f"uses .{attr}, a dunder outside the allow-list")
         elif attr in catalog.HOOK_ATTRS:
             self.flag("forward-rebinding", node, f"uses .{attr}: the module's hook tables")
+        elif attr.startswith("_") and not allowlist.is_dunder(attr) and not (
+            base and all(_is_candidates(atom) or isinstance(atom, Ref) for atom in base)
+        ):
+            # Refs are judged by path (torch-private-api, module-attribute); others' internals lead to modules
+            # (`warnings.catch_warnings()._module.sys`).
+            self.flag("private-attribute", node, f"uses .{attr}, a private attribute of an object that is not the candidate's own")
 
     def attribute_of(self, atom, attr: str, node: ast.AST, frame: Frame) -> Value:
         if isinstance(atom, Ref):
@@ -751,6 +773,14 @@ class Interpreter:
     def expr_Await(self, node: ast.Await, frame: Frame) -> Value:
         return self.eval(node.value, frame)
 
+    def eval_annotations(self, node: ast.FunctionDef | ast.AsyncFunctionDef, frame: Frame) -> None:
+        """Annotations run where the function is defined (unless `from __future__ import annotations`; checking
+        them anyway costs nothing)."""
+        spec = node.args
+        for param in spec.posonlyargs + spec.args + spec.kwonlyargs + [p for p in (spec.vararg, spec.kwarg) if p]:
+            self.eval(param.annotation, frame)
+        self.eval(node.returns, frame)
+
     def eval_defaults(self, args: ast.arguments, frame: Frame) -> dict[str, Value]:
         """Evaluate default values where the function is defined; the values by parameter name."""
         positional = args.posonlyargs + args.args
@@ -774,6 +804,11 @@ def _merge(states: list[dict[str, Value]]) -> dict[str, Value]:
 
 def _is_own(atom) -> bool:
     return (isinstance(atom, Instance) and atom.is_self) or isinstance(atom, Super)
+
+
+def _is_candidates(atom) -> bool:
+    """An object the candidate defined: its private attributes are its own."""
+    return isinstance(atom, (ClassInfo, Super, Func, Bound)) or (isinstance(atom, Instance) and isinstance(atom.cls, ClassInfo))
 
 
 def _is_operator_dunder(attr: str) -> bool:

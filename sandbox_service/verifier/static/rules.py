@@ -51,6 +51,7 @@ _RULES = [
     RuleInfo("dynamic-code", "code built at run time: eval, exec, compile, __import__, importlib, pickle/marshal, types.FunctionType/CodeType, string annotations evaluated by typing.get_type_hints/functools.singledispatch"),
     RuleInfo("dynamic-getattr", "an attribute named at run time, on any object: getattr/setattr/delattr/hasattr or __getattribute__ with a computed name, __dict__[name], operator.attrgetter/methodcaller, str.format fields that read attributes"),
     RuleInfo("dunder-access", "a dunder outside the allow-list (__globals__, __subclasses__, __builtins__, __code__, __closure__, __mro__, __traceback__, ...), or __dict__/__class__ of anything but self"),
+    RuleInfo("private-attribute", "a private attribute (_name) of an object that is not the candidate's own: others' internals lead to modules and frames (warnings.catch_warnings()._module)"),
     RuleInfo("frame-introspection", "frames and the interpreter's state: gc, inspect, traceback, sys.modules, sys._getframe, globals(), vars(), dir(), f_back/f_locals/gi_frame/cell_contents, ..."),
     RuleInfo("os-escape", "processes, native code, network or signals: subprocess, os.system/exec/fork/kill, ctypes, cffi, socket, signal, atexit, sys.exit"),
     RuleInfo("file-io", "files and the file system: open, pathlib, shutil, tempfile, os.remove/listdir, torch.save/load, numpy.save/load"),

@@ -264,6 +264,15 @@ class ModelNew(nn.Module):
     ("dunder-access", candidate("return launch(x)", init="self.c = launch.__class__  # <-")),
     ("dunder-access", candidate("return launch(x)", init="self.k = __build_class__  # <-")),
     ("dunder-access", candidate("return launch(x)", prelude="try:\n    raise KeyError\nexcept KeyError as exc:\n    TB = exc.__traceback__  # <-")),
+    ("private-attribute", candidate("return launch(x)", prelude="import warnings\nMAIN = warnings.catch_warnings()._module  # <-")),
+    ("private-attribute", candidate("return launch(x)", init="self.p = self.fc._parameters  # <-\nself.fc = nn.Linear(4, 4)")),
+    ("dynamic-code", candidate("return launch(x)", prelude="def f(t: eval('torch.Tensor')):  # <-\n    pass")),
+    ("dynamic-code", candidate("return launch(x)", prelude="def f(t) -> exec('import os'):  # <-\n    pass")),
+    ("dynamic-code", candidate("return launch(x)", prelude="X: eval('int') = 1  # <-")),
+    ("dynamic-code", candidate("match x:\n    case _ if eval('1'):  # <-\n        pass\nreturn launch(x)")),
+    ("frame-introspection", candidate("return launch(x)", prelude="def up(frame):\n    match frame:\n        case object(f_back=caller):  # <-\n            return caller")),
+    ("frame-introspection", candidate("return launch(x)", prelude="import functools\ndef copy(holder, frame):\n    return functools.update_wrapper(holder, frame, assigned=('f_locals',))  # <-")),
+    ("module-attribute", candidate("match x:\n    case torch.os.sep:  # <-\n        pass\nreturn launch(x)")),
     ("dynamic-getattr", candidate("return launch(x)", prelude="def up(frame):\n    return getattr(frame, 'f_' + 'back')  # <-")),
     ("dynamic-getattr", candidate("return launch(x)", init="self.g = getattr(launch, '__glob' + 'als__')  # <-")),
     ("dynamic-getattr", candidate("return launch(x)", init="self.c = getattr(getattr((), '__cla' + 'ss__'), 'mro')  # <-")),
@@ -486,6 +495,29 @@ class ModelNew(Base):
         from triton.language.extra import libdevice
         from triton.language.extra.cuda import libdevice as cuda_libdevice
         import torch.nn.init as init
+        """,
+    ),
+    "annotations, match statements and own private attributes": candidate(
+        """
+        match x.dim():
+            case 1 | 2:
+                n: int = x.numel()
+            case _ if self._block > 0:
+                n = x.numel()
+        config = Config(self._block)
+        assert config._block == self._block and n > 0
+        return launch(x)
+        """,
+        init="self._block = 256",
+        prelude="""
+        from typing import Optional
+
+        class Config:
+            def __init__(self, block: int) -> None:
+                self._block = block
+
+        def helper(t: torch.Tensor, out: Optional[torch.Tensor] = None) -> torch.Tensor:
+            return launch(t)
         """,
     ),
     "a self-test under __main__": candidate("return launch(x)") + '''
