@@ -121,7 +121,13 @@ NAMESPACES: dict[str, Namespace] = {
     "functools": _closed("partial partialmethod reduce lru_cache cache cached_property wraps update_wrapper total_ordering cmp_to_key"),
     "itertools": _open(),
     "collections": _closed("namedtuple deque defaultdict OrderedDict Counter ChainMap abc"),
-    "collections.abc": _open(),
+    "collections.abc": _closed(
+        """
+        Awaitable Coroutine AsyncIterable AsyncIterator AsyncGenerator Hashable Iterable Iterator Generator
+        Reversible Sized Container Callable Collection Set MutableSet Mapping MutableMapping MappingView KeysView
+        ItemsView ValuesView Sequence MutableSequence
+        """
+    ),
     "enum": _closed("Enum IntEnum Flag IntFlag StrEnum auto unique"),
     "abc": _closed("ABC ABCMeta abstractmethod"),
     "numbers": _closed("Number Complex Real Rational Integral"),

@@ -199,7 +199,8 @@ _deny("torch-compiler", "hands the work to a PyTorch compiler or code generator"
     torch.jit.ScriptModule torch.jit.ScriptFunction torch.jit.CompilationUnit torch.fx torch.export
     torch.utils.cpp_extension torch.library.custom_op torch.library.Library torch.library.define torch.library.impl
     torch.library.register_* torch.library.opcheck torch._higher_order_ops torch._prims torch._refs torch._decomp
-    torch.cuda.jiterator torch.package *.extern_kernels extern_kernels torch.vmap
+    torch.cuda.jiterator torch.package *.extern_kernels extern_kernels torch.vmap torch.CompilationUnit torch.Script*
+    torch.LiteScriptModule torch.import_ir_module* torch.parse_ir torch.fork torch.wait
 """)
 _deny("foreign-import", "uses another library's kernels or remote code", "triton.ops torch.hub torch.utils.model_zoo")
 _deny("side-stream", "runs work on another CUDA stream", """
@@ -208,7 +209,7 @@ _deny("side-stream", "runs work on another CUDA stream", """
 """)
 _deny("precision-downgrade", "changes numeric precision", """
     torch.set_float32_matmul_precision torch.set_default_dtype torch.set_default_tensor_type torch.autocast
-    torch.cuda.amp torch.amp torch.cpu.amp torch.set_flush_denormal
+    torch.cuda.amp torch.amp torch.cpu.amp torch.set_flush_denormal torch.set_autocast_*
 """)
 _deny("forward-rebinding", "installs module hooks that replace outputs", """
     torch.nn.modules.module.register_module_forward_hook torch.nn.modules.module.register_module_forward_pre_hook
@@ -219,6 +220,7 @@ _deny("concurrency", "runs code on other threads or processes", """
     threading _thread multiprocessing concurrent asyncio torch.multiprocessing torch.futures sched joblib
 """)
 _deny("identity-cache", "keeps references keyed by object identity", "weakref")
+_deny("module-attribute", "returns a module object by name", "torch.get_device_module")
 _deny("dynamic-code", "builds or loads code at run time", """
     builtins.eval builtins.exec builtins.compile builtins.__import__ importlib imp runpy code codeop marshal
     pickle _pickle cPickle dill cloudpickle types.FunctionType types.CodeType types.MethodType
@@ -246,7 +248,7 @@ _deny("file-io", "reads or writes files", """
     os.removedirs os.rename os.renames os.replace os.mkdir os.makedirs os.listdir os.scandir os.walk
     os.fdopen os.truncate os.link os.symlink os.chmod os.chown os.utime os.mkfifo os.sendfile shutil tempfile
     pathlib glob fileinput linecache sqlite3 dbm shelve zipfile tarfile json.load json.dump torch.save
-    torch.load numpy.save numpy.savez numpy.savez_compressed numpy.load numpy.loadtxt numpy.savetxt
+    torch.load torch.from_file torch.*Storage.from_file torch.PyTorchFileReader torch.PyTorchFileWriter numpy.save numpy.savez numpy.savez_compressed numpy.load numpy.loadtxt numpy.savetxt
     numpy.genfromtxt numpy.fromfile numpy.memmap safetensors h5py
 """)
 _deny("monkeypatch", "changes the evaluator's environment or torch's global settings", """

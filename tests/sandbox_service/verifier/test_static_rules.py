@@ -191,6 +191,10 @@ class ModelNew(nn.Module):
     ("module-attribute", candidate("return launch(x)", init="self.r = torch.serialization.load('/tmp/out.pt')  # <-")),
     ("module-attribute", candidate("return launch(x)", init="self.k = triton.knobs  # <-")),
     ("module-attribute", candidate("return launch(x)", prelude="from torch import utils  # <-")),
+    ("module-attribute", candidate("return launch(x)", init="self.m = torch.get_device_module('cuda')  # <-")),
+    ("torch-compiler", candidate("return launch(x)", init="self.cu = torch.CompilationUnit('def f(x):\\n    return x')  # <-")),
+    ("file-io", candidate("return launch(x)", init="self.t = torch.from_file('/tmp/ref.bin', size=4)  # <-")),
+    ("precision-downgrade", candidate("return launch(x)", init="torch.set_autocast_enabled(True)  # <-")),
     ("module-attribute", candidate("return launch(x)", init="torch.backends.cuda.torch.os.system('true')  # <-")),
     # --- tampering ------------------------------------------------------------------------------------------
     ("monkeypatch", candidate("return launch(x)", prelude="torch.allclose = lambda *a, **k: True  # <-")),
