@@ -5,10 +5,9 @@ classified as glue or compute; calls that may launch a Triton kernel are counted
 from __future__ import annotations
 
 import ast
-import string
 
 from sandbox_service.verifier.static import catalog
-from sandbox_service.verifier.static.interpreter import AnalysisBudgetExceeded, Frame, Interpreter
+from sandbox_service.verifier.static.interpreter import FORMAT_METHODS, AnalysisBudgetExceeded, Frame, Interpreter
 from sandbox_service.verifier.static.values import (
     EMPTY, IDENT, NONE, SCALAR, TENSOR, AutogradApply, Bound, ClassInfo, Container, ContainerMethod, Ctx, Env, Func,
     Instance, Kernel, Kind, Launcher, Member, Ref, Super, TensorMethod, Value, contains_ident, element_of, is_input,
@@ -143,21 +142,14 @@ class CallRules(Interpreter):
 
     def check_hidden_access(self, func_node: ast.Attribute, base: Value, node: ast.Call) -> None:
         """Attribute reads that no attribute in the source shows: `x.__getattribute__(name)` and
-        `x.__dict__.get(name)` with a computed name, and str.format templates whose fields read attributes
-        (`"{0.f_back.f_locals}".format(frame)`), or that are not literals at all."""
+        `x.__dict__.get(name)` with a computed name, and str.format templates (check_format)."""
         name, first = func_node.attr, node.args[0] if node.args else None
         if name in _ACCESSOR_METHODS and not (first is not None and _literal_str(first)):
             self.flag("dynamic-getattr", node, f".{name}() with a computed attribute name")
         elif name in _DICT_LOOKUPS and first is not None:
             self.check_namespace_lookup(func_node.value, first, node)
-        elif name in ("format", "format_map"):
-            template: ast.expr | None = func_node.value
-            if any(isinstance(a, Ref) and a.path == "builtins.str" for a in base):
-                template = first  # str.format(template, ...)
-            elif base and not any(a is Kind.SCALAR or isinstance(a, Member) for a in base):
-                return  # not a string: an object's own format method
-            if template is None or not _literal_str(template) or _template_reads_attributes(template.value):
-                self.flag("dynamic-getattr", node, f".{name}() with a template that is not a literal or whose fields read attributes or items")
+        elif name in FORMAT_METHODS:
+            self.check_format(name, func_node.value, base, node, str_template=first)
 
     @staticmethod
     def low_precision(node: ast.Call, args: list[Value], kwargs: dict[str, Value]) -> bool:
@@ -507,6 +499,8 @@ class CallRules(Interpreter):
             return SCALAR if name == "hasattr" else EMPTY
         attr = name_node.value
         self.check_attr_name(attr, target, node, frame)
+        if attr in FORMAT_METHODS:
+            self.check_format(attr, node.args[0], target, node)
         if name == "setattr":
             self.store_attr_value(target, attr, args[2] if len(args) > 2 else EMPTY, node, frame)
             return NONE
@@ -524,19 +518,6 @@ class CallRules(Interpreter):
 
 def _literal_str(node: ast.expr) -> bool:
     return isinstance(node, ast.Constant) and isinstance(node.value, str)
-
-
-def _template_reads_attributes(template: str) -> bool:
-    """Whether a str.format template has a field, or a nested field in a format spec, that reads an attribute
-    or an item (`{0.__globals__}`, `{0[key]}`)."""
-    try:
-        fields = list(string.Formatter().parse(template))
-    except ValueError:
-        return False  # str.format raises on it: nothing is read
-    return any(
-        (field is not None and ("." in field or "[" in field)) or (spec and _template_reads_attributes(spec))
-        for _, field, spec, _ in fields
-    )
 
 
 def _plain(atom) -> bool:

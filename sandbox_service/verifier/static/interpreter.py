@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import builtins
 import dataclasses
+import string
 
 from sandbox_service.results import Violation
 from sandbox_service.verifier.static import allowlist, catalog
@@ -21,6 +22,7 @@ from sandbox_service.verifier.static.values import (
 )
 
 LAYER = "static"
+FORMAT_METHODS = frozenset({"format", "format_map"})
 _BUILTINS = frozenset(dir(builtins))
 # Python operators by AST node type, for messages.
 _OP_NAMES = {
@@ -471,6 +473,8 @@ class Interpreter:
     def expr_Attribute(self, node: ast.Attribute, frame: Frame) -> Value:
         base = self.eval(node.value, frame)
         self.check_attr_name(node.attr, base, node, frame)
+        if node.attr in FORMAT_METHODS:
+            self.check_format(node.attr, node.value, base, node)  # a bound .format used as a value
         if not base:
             return IDENT if node.attr == "_cdata" else frozenset({Member(node.attr)})
         return union(self.attribute_of(atom, node.attr, node, frame) for atom in base)
@@ -493,6 +497,19 @@ class Interpreter:
             # Refs are judged by path (torch-private-api, module-attribute); others' internals lead to modules
             # (`warnings.catch_warnings()._module.sys`).
             self.flag("private-attribute", node, f"uses .{attr}, a private attribute of an object that is not the candidate's own")
+
+    def check_format(self, name: str, receiver: ast.expr, base: Value, node: ast.AST, str_template: ast.expr | None = None) -> None:
+        """str.format and format_map read the attributes and items their template's fields name
+        (`"{0.f_back.f_locals}".format(frame)`): the template must be a literal whose fields are plain.
+        `str_template` is the first argument of a call `str.format(template, ...)`."""
+        if any(isinstance(a, Ref) and a.path == "builtins.str" for a in base):
+            template = str_template
+        elif base and not any(a is Kind.SCALAR or isinstance(a, Member) for a in base):
+            return  # not a string: an object's own format method
+        else:
+            template = receiver
+        if not (isinstance(template, ast.Constant) and isinstance(template.value, str)) or _template_reads_attributes(template.value):
+            self.flag("dynamic-getattr", node, f".{name} with a template that is not a literal or whose fields read attributes or items")
 
     def attribute_of(self, atom, attr: str, node: ast.AST, frame: Frame) -> Value:
         if isinstance(atom, Ref):
@@ -804,6 +821,19 @@ def _merge(states: list[dict[str, Value]]) -> dict[str, Value]:
 
 def _is_own(atom) -> bool:
     return (isinstance(atom, Instance) and atom.is_self) or isinstance(atom, Super)
+
+
+def _template_reads_attributes(template: str) -> bool:
+    """Whether a str.format template has a field, or a nested field in a format spec, that reads an attribute
+    or an item (`{0.__globals__}`, `{0[key]}`)."""
+    try:
+        fields = list(string.Formatter().parse(template))
+    except ValueError:
+        return False  # str.format raises on it: nothing is read
+    return any(
+        (field is not None and ("." in field or "[" in field)) or (spec and _template_reads_attributes(spec))
+        for _, field, spec, _ in fields
+    )
 
 
 def _is_candidates(atom) -> bool:
