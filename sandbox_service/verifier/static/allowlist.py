@@ -89,6 +89,7 @@ NAMESPACES: dict[str, Namespace] = {
     "torch.backends.cuda": _closed("matmul is_built"),
     "torch.backends.cudnn": _closed("allow_tf32 benchmark deterministic enabled is_available version"),
     "torch.ops": _closed("aten"),
+    "torch.version": _closed("cuda hip git_version debug"),
     "torch.library": _closed("triton_op wrap_triton"),
     "torch.jit": _closed("is_scripting is_tracing"),
     "torch.testing": _closed("assert_close make_tensor"),
@@ -151,6 +152,9 @@ ALLOWED_DUNDERS = _words(
     __slots__ __annotations__
     """
 )
+# Private attributes of objects that are not the candidate's: a compiled kernel's `_init_handles()`, which
+# Triton's fused-softmax tutorial calls to read its register count.
+ALLOWED_PRIVATE = _words("_init_handles")
 # Dunder names (not attributes) a module may use: `if __name__ == "__main__"`, a docstring, a method's __class__.
 ALLOWED_DUNDER_NAMES = _words("__name__ __doc__ __debug__ __class__ __qualname__ __module__")
 

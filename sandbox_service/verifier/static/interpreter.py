@@ -491,7 +491,7 @@ class Interpreter:
             self.flag("dunder-access", node, f"uses .{attr}, a dunder outside the allow-list")
         elif attr in catalog.HOOK_ATTRS:
             self.flag("forward-rebinding", node, f"uses .{attr}: the module's hook tables")
-        elif attr.startswith("_") and not allowlist.is_dunder(attr) and not (
+        elif attr.startswith("_") and not allowlist.is_dunder(attr) and attr not in allowlist.ALLOWED_PRIVATE and not (
             base and all(_is_candidates(atom) or isinstance(atom, Ref) for atom in base)
         ):
             # Refs are judged by path (torch-private-api, module-attribute); others' internals lead to modules
