@@ -7,7 +7,7 @@ from __future__ import annotations
 import ast
 
 from sandbox_service.verifier.static import catalog
-from sandbox_service.verifier.static.interpreter import AnalysisBudgetExceeded, Frame, Interpreter
+from sandbox_service.verifier.static.interpreter import FORMAT_METHODS, AnalysisBudgetExceeded, Frame, Interpreter
 from sandbox_service.verifier.static.values import (
     EMPTY, IDENT, NONE, SCALAR, TENSOR, AutogradApply, Bound, ClassInfo, Container, ContainerMethod, Ctx, Env, Func,
     Instance, Kernel, Kind, Launcher, Member, Ref, Super, TensorMethod, Value, contains_ident, element_of, is_input,
@@ -27,6 +27,11 @@ _HANDLED_HIGHER_ORDER = frozenset({"functools.partial", "functools.reduce", "tor
 _CONTENT_COMPARISONS = frozenset("equal allclose isclose".split())
 _IDENTITY_PRESERVING = frozenset("str int repr format hex bin oct".split())
 _SEQUENCE_BUILTINS = frozenset("list tuple set frozenset sorted reversed iter filter".split())
+_WRAPPER_COPIERS = frozenset({"functools.wraps", "functools.update_wrapper"})
+_REFLECTIVE = frozenset({"builtins.getattr", "builtins.setattr", "builtins.delattr", "builtins.hasattr"})
+# Methods that read or write an attribute named by their first argument.
+_ACCESSOR_METHODS = frozenset("__getattribute__ __getattr__ __setattr__ __delattr__".split())
+_DICT_LOOKUPS = frozenset("get pop setdefault __getitem__".split())
 
 
 class CallRules(Interpreter):
@@ -57,9 +62,12 @@ class CallRules(Interpreter):
                 kwargs["**"] = kwargs.get("**", EMPTY) | element_of(value)
             else:
                 kwargs[keyword.arg] = value
+        if any(isinstance(a, Ref) and a.path in _REFLECTIVE for v in [*args, *kwargs.values()] for a in v):
+            self.flag("dynamic-getattr", node, "hands getattr (or setattr, delattr, hasattr) to another call: the names it reads are not in the source")
         if isinstance(func_node, ast.Attribute):
             # Name rules for receivers call_atom does not see as methods (modules, classes, own objects).
             self.method_effects(func_node.attr, base, node, args, kwargs, frame)
+            self.check_hidden_access(func_node, base, node)
         generator = func_node.attr if isinstance(func_node, ast.Attribute) else getattr(func_node, "id", None)
         if generator in catalog.INPUT_GENERATORS and frame.ctx in (Ctx.MODULE, Ctx.INIT, Ctx.FORWARD):
             self.flag("precomputed-output", node, f"calls {generator}(): the candidate generates the evaluation's inputs itself")
@@ -131,6 +139,17 @@ class CallRules(Interpreter):
             self.flag("side-stream", node, f"calls .{name}(): work crosses CUDA streams")
         if name in _HOOK_METHODS:
             self.flag("forward-rebinding", node, f"calls .{name}(): a hook can replace the module's inputs or outputs")
+
+    def check_hidden_access(self, func_node: ast.Attribute, base: Value, node: ast.Call) -> None:
+        """Attribute reads that no attribute in the source shows: `x.__getattribute__(name)` and
+        `x.__dict__.get(name)` with a computed name, and str.format templates (check_format)."""
+        name, first = func_node.attr, node.args[0] if node.args else None
+        if name in _ACCESSOR_METHODS and not (first is not None and _literal_str(first)):
+            self.flag("dynamic-getattr", node, f".{name}() with a computed attribute name")
+        elif name in _DICT_LOOKUPS and first is not None:
+            self.check_namespace_lookup(func_node.value, first, node)
+        elif name in FORMAT_METHODS:
+            self.check_format(name, func_node.value, base, node, str_template=first)
 
     @staticmethod
     def low_precision(node: ast.Call, args: list[Value], kwargs: dict[str, Value]) -> bool:
@@ -259,6 +278,8 @@ class CallRules(Interpreter):
         forward = frame.ctx is Ctx.FORWARD
         if path.startswith("builtins."):
             return self.call_builtin(last, node, args, kwargs, frame)
+        if path in _WRAPPER_COPIERS:
+            self.check_copied_names(path, node, frame)
         if path == "functools.partial":
             return args[0] if args else EMPTY
         if path in catalog.CACHE_DECORATORS:
@@ -453,19 +474,33 @@ class CallRules(Interpreter):
             return frozenset({container})
         return EMPTY
 
+    def check_copied_names(self, path: str, node: ast.Call, frame: Frame) -> None:
+        """functools.wraps/update_wrapper copy the attributes named in `assigned` and `updated` (`__dict__` by
+        default): names given there are attribute reads like getattr's, and must be literal and allowed."""
+        first = 1 if path == "functools.wraps" else 2  # wraps(wrapped, assigned, updated)
+        given = [*node.args[first:first + 2], *(k.value for k in node.keywords if k.arg in ("assigned", "updated"))]
+        for names in given:
+            items = names.elts if isinstance(names, (ast.Tuple, ast.List)) else [names]
+            for item in items:
+                if _literal_str(item):
+                    self.check_attr_name(item.value, EMPTY, item, frame)
+                else:
+                    self.flag("dynamic-getattr", item, f"{path} copies attributes whose names are computed")
+
     def reflective_call(self, name: str, node: ast.Call, args: list[Value], frame: Frame) -> Value:
-        """getattr & co. with a literal name are attribute accesses; with a computed name on a module, class or
-        tensor they hide what is reached."""
+        """getattr & co. with a literal name are attribute accesses, checked as such; with a computed name they
+        hide what is reached, on any object (`getattr(frame, "f_" + "back")`)."""
         if len(node.args) < 2:
             return EMPTY
         target = args[0]
         name_node = node.args[1]
-        if not (isinstance(name_node, ast.Constant) and isinstance(name_node.value, str)):
-            if any(isinstance(a, (Ref, ClassInfo, Kernel)) or a in (Kind.TENSOR, Kind.INPUT) for a in target):
-                self.flag("dynamic-getattr", node, f"{name}() with a computed name on a module, class or tensor")
+        if not _literal_str(name_node):
+            self.flag("dynamic-getattr", node, f"{name}() with a computed attribute name")
             return SCALAR if name == "hasattr" else EMPTY
         attr = name_node.value
         self.check_attr_name(attr, target, node, frame)
+        if attr in FORMAT_METHODS:
+            self.check_format(attr, node.args[0], target, node)
         if name == "setattr":
             self.store_attr_value(target, attr, args[2] if len(args) > 2 else EMPTY, node, frame)
             return NONE
@@ -479,6 +514,10 @@ class CallRules(Interpreter):
         if not target:
             return frozenset({Member(attr)})
         return union(self.attribute_of(a, attr, node, frame) for a in target)
+
+
+def _literal_str(node: ast.expr) -> bool:
+    return isinstance(node, ast.Constant) and isinstance(node.value, str)
 
 
 def _plain(atom) -> bool:

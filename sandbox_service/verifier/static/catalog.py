@@ -8,7 +8,8 @@ and attribute chain to such a path before it looks anything up here.
 from __future__ import annotations
 
 import fnmatch
-import sys
+
+from sandbox_service.verifier.static import allowlist
 
 
 def _words(text: str) -> frozenset[str]:
@@ -162,9 +163,6 @@ CACHE_DECORATORS = _words("functools.lru_cache functools.cache")
 INPUT_GENERATORS = _words("get_inputs get_init_inputs")
 
 # --- modules ---------------------------------------------------------------------------------------------
-# transformers: KernelBench level-4 references build their models with it.
-ALLOWED_THIRD_PARTY = _words("torch triton numpy einops typing_extensions transformers")
-STDLIB = frozenset(sys.stdlib_module_names)
 # Known homes of other people's kernels or of the evaluation itself: a more specific message.
 KNOWN_FOREIGN = {
     "sandbox_service": "the evaluator", "tritonrl": "the evaluator", "jaxrl": "the trainer",
@@ -201,7 +199,8 @@ _deny("torch-compiler", "hands the work to a PyTorch compiler or code generator"
     torch.jit.ScriptModule torch.jit.ScriptFunction torch.jit.CompilationUnit torch.fx torch.export
     torch.utils.cpp_extension torch.library.custom_op torch.library.Library torch.library.define torch.library.impl
     torch.library.register_* torch.library.opcheck torch._higher_order_ops torch._prims torch._refs torch._decomp
-    torch.cuda.jiterator torch.package *.extern_kernels extern_kernels torch.vmap
+    torch.cuda.jiterator torch.package *.extern_kernels extern_kernels torch.vmap torch.CompilationUnit torch.Script*
+    torch.LiteScriptModule torch.import_ir_module* torch.parse_ir torch.fork torch.wait
 """)
 _deny("foreign-import", "uses another library's kernels or remote code", "triton.ops torch.hub torch.utils.model_zoo")
 _deny("side-stream", "runs work on another CUDA stream", """
@@ -210,7 +209,7 @@ _deny("side-stream", "runs work on another CUDA stream", """
 """)
 _deny("precision-downgrade", "changes numeric precision", """
     torch.set_float32_matmul_precision torch.set_default_dtype torch.set_default_tensor_type torch.autocast
-    torch.cuda.amp torch.amp torch.cpu.amp torch.set_flush_denormal
+    torch.cuda.amp torch.amp torch.cpu.amp torch.set_flush_denormal torch.set_autocast_*
 """)
 _deny("forward-rebinding", "installs module hooks that replace outputs", """
     torch.nn.modules.module.register_module_forward_hook torch.nn.modules.module.register_module_forward_pre_hook
@@ -221,16 +220,18 @@ _deny("concurrency", "runs code on other threads or processes", """
     threading _thread multiprocessing concurrent asyncio torch.multiprocessing torch.futures sched joblib
 """)
 _deny("identity-cache", "keeps references keyed by object identity", "weakref")
+_deny("module-attribute", "returns a module object by name", "torch.get_device_module")
 _deny("dynamic-code", "builds or loads code at run time", """
     builtins.eval builtins.exec builtins.compile builtins.__import__ importlib imp runpy code codeop marshal
     pickle _pickle cPickle dill cloudpickle types.FunctionType types.CodeType types.MethodType
     types.LambdaType zipimport pkgutil
 """)
 _deny("dynamic-getattr", "reads attributes by computed name", "operator.attrgetter operator.methodcaller")
+_deny("dynamic-code", "evaluates string annotations as code", "typing.get_type_hints typing_extensions.get_type_hints functools.singledispatch*")
 _deny("frame-introspection", "inspects frames or the interpreter's state", """
     gc inspect traceback tracemalloc sys.modules sys._getframe sys._current_frames sys.settrace sys.setprofile
     sys.gettrace sys.getprofile sys.meta_path sys.path_hooks sys.path_importer_cache sys.path sys.getrefcount
-    sys.exc_info sys.last_traceback builtins.globals builtins.locals builtins.vars types.FrameType
+    sys.exc_info sys.last_traceback builtins.globals builtins.locals builtins.vars builtins.dir builtins.help types.FrameType
     types.TracebackType dis
 """)
 _deny("os-escape", "starts processes, loads native code, opens sockets or stops the interpreter", """
@@ -238,7 +239,7 @@ _deny("os-escape", "starts processes, loads native code, opens sockets or stops 
     os.startfile os.putenv os.unsetenv os.set* os.chdir os.chroot os.nice os.plock os.wait* posix nt
     ctypes cffi _ctypes socket ssl http urllib urllib3 requests httpx aiohttp ftplib smtplib telnetlib
     xmlrpc socketserver websocket websockets paramiko signal resource atexit faulthandler pty fcntl termios
-    mmap sys.exit sys.addaudithook torch.cuda.caching_allocator_alloc torch.cuda.caching_allocator_delete
+    mmap sys.exit sys.addaudithook torch.ops.load_library torch.cuda.caching_allocator_alloc torch.cuda.caching_allocator_delete
     torch.cuda.memory.caching_allocator_alloc torch.cuda.memory.caching_allocator_delete builtins.exit builtins.quit builtins.breakpoint
     builtins.input pdb webbrowser pip ensurepip venv distutils setuptools
 """)
@@ -247,7 +248,7 @@ _deny("file-io", "reads or writes files", """
     os.removedirs os.rename os.renames os.replace os.mkdir os.makedirs os.listdir os.scandir os.walk
     os.fdopen os.truncate os.link os.symlink os.chmod os.chown os.utime os.mkfifo os.sendfile shutil tempfile
     pathlib glob fileinput linecache sqlite3 dbm shelve zipfile tarfile json.load json.dump torch.save
-    torch.load numpy.save numpy.savez numpy.savez_compressed numpy.load numpy.loadtxt numpy.savetxt
+    torch.load torch.from_file torch.*Storage.from_file torch.PyTorchFileReader torch.PyTorchFileWriter numpy.save numpy.savez numpy.savez_compressed numpy.load numpy.loadtxt numpy.savetxt
     numpy.genfromtxt numpy.fromfile numpy.memmap safetensors h5py
 """)
 _deny("monkeypatch", "changes the evaluator's environment or torch's global settings", """
@@ -267,14 +268,19 @@ RNG_STATE = """
     numpy.random.default_rng numpy.random.RandomState random.seed random.setstate random.getstate random.Random
 """.split()
 
-# Attribute names that reach a frame, code object or the interpreter's internals, on any object.
+# Attribute names that reach a frame, code object, closure cell or traceback, on any object (CPython's full set).
 FRAME_ATTRS = _words(
     """
-    f_back f_locals f_globals f_builtins f_code f_trace f_lasti gi_frame gi_code gi_yieldfrom cr_frame cr_code
-    cr_await ag_frame ag_code tb_frame tb_next co_code co_consts co_names co_varnames
+    f_back f_builtins f_code f_globals f_lasti f_lineno f_locals f_trace f_trace_lines f_trace_opcodes
+    gi_code gi_frame gi_running gi_suspended gi_yieldfrom cr_await cr_code cr_frame cr_origin cr_running
+    cr_suspended ag_await ag_code ag_frame ag_running tb_frame tb_lasti tb_lineno tb_next cell_contents
+    co_argcount co_cellvars co_code co_consts co_exceptiontable co_filename co_firstlineno co_flags
+    co_freevars co_kwonlyargcount co_lines co_linetable co_lnotab co_name co_names co_nlocals co_positions
+    co_posonlyargcount co_qualname co_stacksize co_varnames
     """
 )
-# Dunder attributes used for sandbox escapes: flagged on any object.
+# Dunder attributes used for sandbox escapes: flagged on any object (every dunder not in
+# allowlist.ALLOWED_DUNDERS is too; these are named in the message).
 ESCAPE_DUNDERS = _words(
     """
     __globals__ __subclasses__ __builtins__ __code__ __closure__ __bases__ __base__ __mro__ __reduce__
@@ -284,7 +290,6 @@ ESCAPE_DUNDERS = _words(
 )
 # Dunders that are ordinary on one's own object (self, super()) and an escape on anything else.
 SELF_ONLY_DUNDERS = _words("__dict__ __setattr__ __delattr__ __getattribute__")
-ESCAPE_NAMES = _words("__builtins__ __loader__ __spec__")
 # nn.Module's hook tables: writing them installs hooks without register_*_hook.
 HOOK_ATTRS = _words(
     """
@@ -320,13 +325,13 @@ def _matches(path: str, pattern: str) -> bool:
 
 
 def import_problem(module: str) -> str | None:
-    """Why importing `module` is not allowed, or None (dangerous stdlib modules are left to DENY)."""
+    """Why importing `module` is not allowed, or None (modules with a rule of their own are left to DENY)."""
     top = module.split(".")[0]
     if top in KNOWN_FOREIGN:
         return f"imports {module}: {KNOWN_FOREIGN[top]}"
-    if top in STDLIB or top in ALLOWED_THIRD_PARTY:
+    if deny_match(module) or allowlist.import_allowed(module):
         return None
-    return f"imports {module}, which is neither the standard library nor torch/triton/numpy/einops/transformers (the reference module or another library?)"
+    return f"imports {module}, which is not on the allow-list of modules (torch, triton and a few pure standard-library ones)"
 
 
 def normalise_nn_path(path: str) -> str:

@@ -11,9 +11,10 @@ from __future__ import annotations
 import ast
 import builtins
 import dataclasses
+import string
 
 from sandbox_service.results import Violation
-from sandbox_service.verifier.static import catalog
+from sandbox_service.verifier.static import allowlist, catalog
 from sandbox_service.verifier.static.values import (
     EMPTY, IDENT, NONE, SCALAR, TENSOR, AutogradApply, Bound, ClassInfo, Container, ContainerMethod, Ctx, Env,
     Func, Instance, Kernel, Kind, Launcher, Member, Ref, Super, TensorMethod, Value, contains_ident, element_of,
@@ -21,6 +22,7 @@ from sandbox_service.verifier.static.values import (
 )
 
 LAYER = "static"
+FORMAT_METHODS = frozenset({"format", "format_map"})
 _BUILTINS = frozenset(dir(builtins))
 # Python operators by AST node type, for messages.
 _OP_NAMES = {
@@ -70,22 +72,33 @@ class Interpreter:
 
     # --- names --------------------------------------------------------------------------------------------
     def ref(self, path: str, node: ast.AST, frame: Frame) -> Value:
-        """A Ref to `path`, checked against the deny lists as it is created (a reference is enough)."""
-        for candidate in {path, catalog.normalise_nn_path(path)}:
+        """A Ref to `path`, checked against the deny lists and then the allow-list as it is created (a reference
+        is enough)."""
+        normalised = catalog.normalise_nn_path(path)
+        denied = False
+        for candidate in {path, normalised}:
             match = catalog.deny_match(candidate)
             if match:
                 rule, reason = match
                 self.flag(rule, node, f"uses {path}: {reason}")
+                denied = True
                 break
-        if frame.ctx in (Ctx.FORWARD, Ctx.INIT) and catalog.rng_match(path):
+        rng = catalog.rng_match(path)
+        if frame.ctx in (Ctx.FORWARD, Ctx.INIT) and rng:
             self.flag("rng-manipulation", node, f"uses {path} in {frame.ctx.value}: reseeding or reading the RNG state can predict the evaluation's inputs")
+        if not (denied or rng):
+            problem = allowlist.attribute_problem(normalised)
+            if problem:
+                self.flag("module-attribute", node, problem)
         if frame.ctx is Ctx.KERNEL and (path == "torch" or path.startswith("torch.")):
             self.flag("python-in-kernel", node, f"a @triton.jit body uses {path}: it can only run as Python under the interpreter")
         return frozenset({Ref(path)})
 
     def load_name(self, name: str, node: ast.AST, frame: Frame) -> Value:
-        if name in catalog.ESCAPE_NAMES:
-            self.flag("dunder-access", node, f"uses {name}")
+        if allowlist.is_dunder(name) and name not in allowlist.ALLOWED_DUNDER_NAMES and not (
+            name in _BUILTINS and catalog.deny_match(f"builtins.{name}")
+        ):
+            self.flag("dunder-access", node, f"uses {name}: only {', '.join(sorted(allowlist.ALLOWED_DUNDER_NAMES))} are allowed")
             return EMPTY
         value = self.module_env.lookup(name) if name in frame.env.globals else frame.env.lookup(name)
         if value is None:
@@ -151,6 +164,7 @@ class Interpreter:
             self.bind(target, value, frame)
 
     def stmt_AnnAssign(self, node: ast.AnnAssign, frame: Frame) -> None:
+        self.eval(node.annotation, frame)  # module and class annotations run
         if node.value is not None:
             self.bind(node.target, self.eval(node.value, frame), frame)
 
@@ -225,7 +239,21 @@ class Interpreter:
 
     def stmt_Match(self, node: ast.Match, frame: Frame) -> None:
         self.eval(node.subject, frame)
+        for case in node.cases:
+            self.check_pattern(case.pattern, frame)
+            self.eval(case.guard, frame)
         self.branches(frame, [case.body for case in node.cases] + [[]])
+
+    def check_pattern(self, pattern: ast.pattern, frame: Frame) -> None:
+        """Patterns run code too: value patterns evaluate names, and a class pattern reads the attributes it
+        names (`case object(f_back=caller)` is `getattr(subject, "f_back")`)."""
+        for sub in ast.walk(pattern):
+            if isinstance(sub, ast.MatchValue):
+                self.eval(sub.value, frame)
+            elif isinstance(sub, ast.MatchClass):
+                self.eval(sub.cls, frame)
+                for attr in sub.kwd_attrs:
+                    self.check_attr_name(attr, EMPTY, sub, frame)
 
     def branches(self, frame: Frame, paths: list[list[ast.stmt]]) -> None:
         """Run alternative paths from the same state and keep, for each name, what any path may leave."""
@@ -280,6 +308,7 @@ class Interpreter:
             if any(isinstance(atom, (Func, Bound, ClassInfo)) for atom in value):
                 wrappers.append((decorator, value))
         defaults = self.eval_defaults(node.args, frame)
+        self.eval_annotations(node, frame)
         if is_kernel:
             # The body is Triton: tl.* is fine there; only escapes and torch/Python use are looked for.
             kernel_frame = Frame(Ctx.KERNEL, Env(frame.env))
@@ -400,6 +429,7 @@ class Interpreter:
         self.flag("monkeypatch", node, f"assigns {path}.{attr}: patches an imported module or class")
 
     def store_item(self, target: ast.Subscript, value: Value, frame: Frame) -> None:
+        self.check_namespace_lookup(target.value, target.slice, target)
         base = self.eval(target.value, frame)
         index = self.eval(target.slice, frame)
         forward = frame.ctx is Ctx.FORWARD
@@ -443,19 +473,43 @@ class Interpreter:
     def expr_Attribute(self, node: ast.Attribute, frame: Frame) -> Value:
         base = self.eval(node.value, frame)
         self.check_attr_name(node.attr, base, node, frame)
+        if node.attr in FORMAT_METHODS:
+            self.check_format(node.attr, node.value, base, node)  # a bound .format used as a value
         if not base:
             return IDENT if node.attr == "_cdata" else frozenset({Member(node.attr)})
         return union(self.attribute_of(atom, node.attr, node, frame) for atom in base)
 
     def check_attr_name(self, attr: str, base: Value, node: ast.AST, frame: Frame) -> None:
         if attr in catalog.FRAME_ATTRS:
-            self.flag("frame-introspection", node, f"reads .{attr}: frame or code internals")
+            self.flag("frame-introspection", node, f"reads .{attr}: frame, code, closure or traceback internals")
         elif attr in catalog.ESCAPE_DUNDERS:
             self.flag("dunder-access", node, f"reads .{attr}: a sandbox-escape attribute")
-        elif attr in catalog.SELF_ONLY_DUNDERS and not (base and all(_is_own(atom) for atom in base)):
-            self.flag("dunder-access", node, f"uses .{attr} of an object other than self")
+        elif attr in catalog.SELF_ONLY_DUNDERS or attr == "__class__":
+            if not (base and all(_is_own(atom) for atom in base)):
+                self.flag("dunder-access", node, f"uses .{attr} of an object other than self")
+        elif allowlist.is_dunder(attr) and attr not in allowlist.ALLOWED_DUNDERS and not _is_operator_dunder(attr):
+            self.flag("dunder-access", node, f"uses .{attr}, a dunder outside the allow-list")
         elif attr in catalog.HOOK_ATTRS:
             self.flag("forward-rebinding", node, f"uses .{attr}: the module's hook tables")
+        elif attr.startswith("_") and not allowlist.is_dunder(attr) and attr not in allowlist.ALLOWED_PRIVATE and not (
+            base and all(_is_candidates(atom) or isinstance(atom, Ref) for atom in base)
+        ):
+            # Refs are judged by path (torch-private-api, module-attribute); others' internals lead to modules
+            # (`warnings.catch_warnings()._module.sys`).
+            self.flag("private-attribute", node, f"uses .{attr}, a private attribute of an object that is not the candidate's own")
+
+    def check_format(self, name: str, receiver: ast.expr, base: Value, node: ast.AST, str_template: ast.expr | None = None) -> None:
+        """str.format and format_map read the attributes and items their template's fields name
+        (`"{0.f_back.f_locals}".format(frame)`): the template must be a literal whose fields are plain.
+        `str_template` is the first argument of a call `str.format(template, ...)`."""
+        if any(isinstance(a, Ref) and a.path == "builtins.str" for a in base):
+            template = str_template
+        elif base and not any(a is Kind.SCALAR or isinstance(a, Member) for a in base):
+            return  # not a string: an object's own format method
+        else:
+            template = receiver
+        if not (isinstance(template, ast.Constant) and isinstance(template.value, str)) or _template_reads_attributes(template.value):
+            self.flag("dynamic-getattr", node, f".{name} with a template that is not a literal or whose fields read attributes or items")
 
     def attribute_of(self, atom, attr: str, node: ast.AST, frame: Frame) -> Value:
         if isinstance(atom, Ref):
@@ -551,7 +605,15 @@ class Interpreter:
             return self.ref(f"{catalog.normalise_nn_path(base)}.{attr}", node, frame)
         return EMPTY
 
+    def check_namespace_lookup(self, container: ast.expr, key: ast.expr, node: ast.AST) -> None:
+        """`obj.__dict__[name]` with a computed name is a computed attribute access, even on self."""
+        if isinstance(container, ast.Attribute) and container.attr == "__dict__" and not (
+            isinstance(key, ast.Constant) and isinstance(key.value, str)
+        ):
+            self.flag("dynamic-getattr", node, "looks up __dict__ with a computed attribute name")
+
     def expr_Subscript(self, node: ast.Subscript, frame: Frame) -> Value:
+        self.check_namespace_lookup(node.value, node.slice, node)
         base = self.eval(node.value, frame)
         index = self.eval(node.slice, frame)
         forward = frame.ctx is Ctx.FORWARD
@@ -728,6 +790,14 @@ class Interpreter:
     def expr_Await(self, node: ast.Await, frame: Frame) -> Value:
         return self.eval(node.value, frame)
 
+    def eval_annotations(self, node: ast.FunctionDef | ast.AsyncFunctionDef, frame: Frame) -> None:
+        """Annotations run where the function is defined (unless `from __future__ import annotations`; checking
+        them anyway costs nothing)."""
+        spec = node.args
+        for param in spec.posonlyargs + spec.args + spec.kwonlyargs + [p for p in (spec.vararg, spec.kwarg) if p]:
+            self.eval(param.annotation, frame)
+        self.eval(node.returns, frame)
+
     def eval_defaults(self, args: ast.arguments, frame: Frame) -> dict[str, Value]:
         """Evaluate default values where the function is defined; the values by parameter name."""
         positional = args.posonlyargs + args.args
@@ -751,6 +821,29 @@ def _merge(states: list[dict[str, Value]]) -> dict[str, Value]:
 
 def _is_own(atom) -> bool:
     return (isinstance(atom, Instance) and atom.is_self) or isinstance(atom, Super)
+
+
+def _template_reads_attributes(template: str) -> bool:
+    """Whether a str.format template has a field, or a nested field in a format spec, that reads an attribute
+    or an item (`{0.__globals__}`, `{0[key]}`)."""
+    try:
+        fields = list(string.Formatter().parse(template))
+    except ValueError:
+        return False  # str.format raises on it: nothing is read
+    return any(
+        (field is not None and ("." in field or "[" in field)) or (spec and _template_reads_attributes(spec))
+        for _, field, spec, _ in fields
+    )
+
+
+def _is_candidates(atom) -> bool:
+    """An object the candidate defined: its private attributes are its own."""
+    return isinstance(atom, (ClassInfo, Super, Func, Bound)) or (isinstance(atom, Instance) and isinstance(atom.cls, ClassInfo))
+
+
+def _is_operator_dunder(attr: str) -> bool:
+    """`__add__`, `__matmul__`, ...: Python operators spelled as methods, which the tensor rules judge."""
+    return attr[2:-2] in catalog.DUNDER_OPERATORS
 
 
 def _is_none(node: ast.expr) -> bool:

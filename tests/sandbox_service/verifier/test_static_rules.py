@@ -180,6 +180,22 @@ class ModelNew(nn.Module):
     ("foreign-import", candidate("return launch(x)", prelude="import flash_attn  # <-")),
     ("foreign-import", candidate("return launch(x)", prelude="from . import helpers  # <-")),
     ("foreign-import", candidate("return launch(x)", prelude="from sandbox_service import results  # <-")),
+    ("foreign-import", candidate("return launch(x)", prelude="import logging  # <-")),
+    ("foreign-import", candidate("return launch(x)", prelude="import numpy as np  # <-")),
+    ("foreign-import", candidate("return launch(x)", prelude="from torch.utils.checkpoint import checkpoint  # <-")),
+    ("module-attribute", candidate("return launch(x)", init="torch.os.system('true')  # <-")),
+    ("module-attribute", candidate("return launch(x)", init="self.frames = torch.inspect.stack()  # <-")),
+    ("module-attribute", candidate("return launch(x)", init="self.gc = torch.importlib.import_module('gc')  # <-")),
+    ("module-attribute", candidate("return launch(x)", prelude="import typing\nframe = typing.sys._getframe(0)  # <-")),
+    ("module-attribute", candidate("return launch(x)", init="self.c = F.np.ctypeslib  # <-")),
+    ("module-attribute", candidate("return launch(x)", init="self.r = torch.serialization.load('/tmp/out.pt')  # <-")),
+    ("module-attribute", candidate("return launch(x)", init="self.k = triton.knobs  # <-")),
+    ("module-attribute", candidate("return launch(x)", prelude="from torch import utils  # <-")),
+    ("module-attribute", candidate("return launch(x)", init="self.m = torch.get_device_module('cuda')  # <-")),
+    ("torch-compiler", candidate("return launch(x)", init="self.cu = torch.CompilationUnit('def f(x):\\n    return x')  # <-")),
+    ("file-io", candidate("return launch(x)", init="self.t = torch.from_file('/tmp/ref.bin', size=4)  # <-")),
+    ("precision-downgrade", candidate("return launch(x)", init="torch.set_autocast_enabled(True)  # <-")),
+    ("module-attribute", candidate("return launch(x)", init="torch.backends.cuda.torch.os.system('true')  # <-")),
     # --- tampering ------------------------------------------------------------------------------------------
     ("monkeypatch", candidate("return launch(x)", prelude="torch.allclose = lambda *a, **k: True  # <-")),
     ("monkeypatch", candidate("return launch(x)", prelude="import time\ntime.perf_counter = lambda: 0.0  # <-")),
@@ -237,6 +253,8 @@ class ModelNew(nn.Module):
     ("dynamic-code", candidate("return __import__('torch').relu(launch(x))  # <-")),
     ("dynamic-code", candidate("return launch(x)", prelude="import pickle  # <-")),
     ("dynamic-code", candidate("return launch(x)", prelude="code = compile('1', 'f', 'eval')  # <-")),
+    ("dynamic-code", candidate("return launch(x)", prelude="import typing\ndef f(t: \"__import__('os')\"):\n    pass\nHINTS = typing.get_type_hints(f)  # <-")),
+    ("dynamic-code", candidate("return launch(x)", prelude="import functools\n@functools.singledispatch  # <-\ndef f(t):\n    pass")),
     ("dynamic-getattr", candidate("return getattr(torch, 'mat' + 'mul')(launch(x), x)  # <-")),
     ("dynamic-getattr", candidate("name = self.op\nreturn getattr(launch(x), name)()  # <-", init="self.op = 'relu'")),
     ("dynamic-getattr", candidate("return launch(x)", init="setattr(torch, 'all' + 'close', None)  # <-")),
@@ -246,6 +264,39 @@ class ModelNew(nn.Module):
     ("dunder-access", candidate("return launch(x)", init="self.d = torch.__dict__  # <-")),
     ("dunder-access", candidate("return launch(x)", init="self.c = launch.__code__  # <-")),
     ("dunder-access", candidate("return launch(x)", init="self.d = getattr(torch, '__dict__')  # <-")),
+    ("dunder-access", candidate("return launch(x)", init="self.t = type(x).__mro__  # <-", prelude="x = 1")),
+    ("dunder-access", candidate("return launch(x)", init="self.c = launch.__class__  # <-")),
+    ("dunder-access", candidate("return launch(x)", init="self.k = __build_class__  # <-")),
+    ("dunder-access", candidate("return launch(x)", prelude="try:\n    raise KeyError\nexcept KeyError as exc:\n    TB = exc.__traceback__  # <-")),
+    ("private-attribute", candidate("return launch(x)", prelude="import warnings\nMAIN = warnings.catch_warnings()._module  # <-")),
+    ("private-attribute", candidate("return launch(x)", init="self.p = self.fc._parameters  # <-\nself.fc = nn.Linear(4, 4)")),
+    ("dynamic-code", candidate("return launch(x)", prelude="def f(t: eval('torch.Tensor')):  # <-\n    pass")),
+    ("dynamic-code", candidate("return launch(x)", prelude="def f(t) -> exec('import os'):  # <-\n    pass")),
+    ("dynamic-code", candidate("return launch(x)", prelude="X: eval('int') = 1  # <-")),
+    ("dynamic-code", candidate("match x:\n    case _ if eval('1'):  # <-\n        pass\nreturn launch(x)")),
+    ("frame-introspection", candidate("return launch(x)", prelude="def up(frame):\n    match frame:\n        case object(f_back=caller):  # <-\n            return caller")),
+    ("frame-introspection", candidate("return launch(x)", prelude="import functools\ndef copy(holder, frame):\n    return functools.update_wrapper(holder, frame, assigned=('f_locals',))  # <-")),
+    ("module-attribute", candidate("match x:\n    case torch.os.sep:  # <-\n        pass\nreturn launch(x)")),
+    ("dynamic-getattr", candidate("return launch(x)", prelude="def up(frame):\n    return getattr(frame, 'f_' + 'back')  # <-")),
+    ("dynamic-getattr", candidate("return launch(x)", init="self.g = getattr(launch, '__glob' + 'als__')  # <-")),
+    ("dynamic-getattr", candidate("return launch(x)", init="self.c = getattr(getattr((), '__cla' + 'ss__'), 'mro')  # <-")),
+    ("dynamic-getattr", candidate("name = 'weight'\nreturn launch(getattr(self, name))  # <-")),
+    ("dynamic-getattr", candidate("return launch(x)", init="self.h = hasattr(launch, 'x' + 'y')  # <-")),
+    ("dynamic-getattr", candidate("return launch(x)", init="name = 'k'\nself.v = self.__dict__[name]  # <-")),
+    ("dynamic-getattr", candidate("return launch(x)", init="name = 'k'\nself.v = self.__dict__.get(name)  # <-")),
+    ("dynamic-getattr", candidate("return launch(x)", init="name = 'k'\nself.v = self.__getattribute__(name)  # <-")),
+    ("dynamic-getattr", candidate("return launch(x)", init="self.s = '{0.__globals__}'.format(launch)  # <-")),
+    ("dynamic-getattr", candidate("return launch(x)", init="self.s = '{0:{1.__class__}}'.format(1, launch)  # <-")),
+    ("dynamic-getattr", candidate("return launch(x)", init="self.s = '{f[__builtins__]}'.format_map({'f': {}})  # <-")),
+    ("dynamic-getattr", candidate("return launch(x)", init="t = '{0.' + 'f_back}'\nself.s = t.format(launch)  # <-")),
+    ("dynamic-getattr", candidate("return launch(x)", init="self.s = str.format('{0.__code__}', launch)  # <-")),
+    ("dynamic-getattr", candidate("return launch(x)", init="show = '{0.f_back}'.format  # <-\nself.s = show(launch)")),
+    ("dynamic-getattr", candidate("return launch(x)", init="self.s = list(map('{0.f_locals}'.format, [launch]))  # <-")),
+    ("dynamic-getattr", candidate("return launch(x)", init="self.s = getattr('{0.f_back}', 'format')(launch)  # <-")),
+    ("dynamic-getattr", candidate("return launch(x)", init="show = str.format  # <-\nself.s = show('{0.f_back}', launch)")),
+    ("dynamic-getattr", candidate("return launch(x)", prelude="import operator\nREAD = operator.attrgetter('f_back')  # <-")),
+    ("dynamic-getattr", candidate("return launch(x)", prelude="import functools\nREAD = functools.partial(getattr, launch)  # <-")),
+    ("dynamic-getattr", candidate("return launch(x)", prelude="import functools\nUP = functools.reduce(getattr, NAMES, None)  # <-\nNAMES = []")),
     ("frame-introspection", candidate("import sys\nf = sys._getframe(1)  # <-\nreturn launch(x)")),
     ("frame-introspection", candidate("import inspect  # <-\nreturn launch(x)")),
     ("frame-introspection", candidate("return launch(x)", prelude="import gc  # <-")),
@@ -254,6 +305,8 @@ class ModelNew(nn.Module):
     ("frame-introspection", candidate("return launch(x)", init="self.v = vars(torch)  # <-")),
     ("frame-introspection", candidate("def gen():\n    yield 1\ng = gen()\nframe = g.gi_frame  # <-\nreturn launch(x)")),
     ("frame-introspection", candidate("return launch(x)", prelude="def up(frame):\n    return frame.f_back.f_locals  # <-")),
+    ("frame-introspection", candidate("return launch(x)", prelude="def read(cell):\n    return cell.cell_contents  # <-")),
+    ("frame-introspection", candidate("return launch(x)", init="self.names = dir(launch)  # <-")),
     ("os-escape", candidate("return launch(x)", prelude="import subprocess  # <-")),
     ("os-escape", candidate("return launch(x)", prelude="import os\nos.system('true')  # <-")),
     ("os-escape", candidate("return launch(x)", prelude="from os import popen  # <-")),
@@ -408,7 +461,7 @@ class ModelNew(Base):
         except RuntimeError as exc:
             raise RuntimeError(f"kernel failed on shape {tuple(x.shape)}") from exc
         """,
-        prelude="try:\n    import numpy\nexcept ImportError:\n    numpy = None",
+        prelude="try:\n    import math\nexcept ImportError:\n    math = None",
     ),
     "config caches keyed by shape, alignment checks": candidate(
         """
@@ -425,11 +478,55 @@ class ModelNew(Base):
         """
         if os.environ.get("TRITON_INTERPRET") == "1" and os.path.exists("."):
             pass
-        logging.getLogger(__name__).debug("launching %s", x.shape)
+        if x.numel() == 0:
+            warnings.warn(f"empty input {x.shape}")
         print(f"shape={tuple(x.shape)}")
         return launch(x)
         """,
-        prelude="import os\nimport sys\nimport logging\nimport typing\nimport dataclasses\nimport itertools\nimport time\nfrom typing import Optional\nVERSION = sys.version_info",
+        prelude="import os\nimport sys\nimport warnings\nimport typing\nimport dataclasses\nimport itertools\nimport time\nfrom typing import Optional\nVERSION = sys.version_info",
+    ),
+    "allowed modules, literal attribute names and plain format strings": "from __future__ import annotations\n" + candidate(
+        """
+        w = getattr(self, "weight")
+        if not hasattr(self, "bias"):
+            pass
+        label = "{}x{} {:>{}}".format(x.shape[0], x.shape[-1], self.__class__.__name__, 8) + "{n}".format(n=1)
+        props = triton.runtime.driver.active.utils.get_device_properties(0) if torch.cuda.is_available() else {}
+        assert label and w is not None and torch.__version__ and Tuple and props is not None
+        return launch(x)
+        """,
+        init="self.weight = nn.Parameter(torch.randn(4))",
+        prelude="""
+        import math
+        from dataclasses import dataclass
+        from typing import Optional, Tuple
+        from triton.language.extra import libdevice
+        from triton.language.extra.cuda import libdevice as cuda_libdevice
+        import torch.nn.init as init
+        """,
+    ),
+    "annotations, match statements and own private attributes": candidate(
+        """
+        match x.dim():
+            case 1 | 2:
+                n: int = x.numel()
+            case _ if self._block > 0:
+                n = x.numel()
+        config = Config(self._block)
+        assert config._block == self._block and n > 0
+        return launch(x)
+        """,
+        init="self._block = 256",
+        prelude="""
+        from typing import Optional
+
+        class Config:
+            def __init__(self, block: int) -> None:
+                self._block = block
+
+        def helper(t: torch.Tensor, out: Optional[torch.Tensor] = None) -> torch.Tensor:
+            return launch(t)
+        """,
     ),
     "a self-test under __main__": candidate("return launch(x)") + '''
 
