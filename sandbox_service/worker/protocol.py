@@ -70,8 +70,8 @@ class Receiver:
         del self._buffer[: _HEADER.size + size]
         try:
             message = json.loads(data)
-        except ValueError as exc:
-            raise ProtocolError(f"frame is not JSON: {exc}") from None
+        except (ValueError, RecursionError) as exc:  # nesting too deep for the decoder is garbage too
+            raise ProtocolError(f"frame is not JSON: {str(exc)[:200]}") from None
         if not isinstance(message, dict) or not isinstance(message.get("type"), str):
             raise ProtocolError("frame is not a message object with a 'type'")
         return message
