@@ -60,7 +60,8 @@ class MessageStream:
         self.nonce = nonce
         self.check = check
         self.closed = threading.Event()
-        threading.Thread(target=self._pump, daemon=True).start()
+        self.thread = threading.Thread(target=self._pump, name="message-stream", daemon=True)
+        self.thread.start()
 
     def close(self) -> None:
         """Stop reading (the reader ends once its pending message is dropped)."""

@@ -143,7 +143,7 @@ def check_output_path(path: str, outputs_dir: str, set_index: int, trial: int) -
     """`path` is this trial's outputs file, directly in `outputs_dir` (an absolute, resolved path the trusted
     side made), and reached without a symlink (the folder swapped for one included)."""
     name = output_name(set_index, trial)
-    if "\0" in path or os.path.normpath(path) != os.path.join(outputs_dir, name):
+    if path != os.path.join(outputs_dir, name):  # exactly: no "..", no "//", no other spelling
         raise _fail(f"hand-over path {_show(path)} is not input set {set_index} trial {trial}'s file in this "
                     "evaluation's outputs folder", HANDOVER_RULE)
     if os.path.realpath(path) != os.path.join(outputs_dir, name):
