@@ -29,7 +29,8 @@ def total_bytes(tensors: list[torch.Tensor]) -> int:
 def export_outputs(tensors: list[torch.Tensor], path: Path, ipc_min_bytes: int | None) -> dict:
     """A description of where the outputs are; IPC when asked for, possible and worth it, else a file."""
     if ipc_min_bytes is not None and tensors and total_bytes(tensors) >= ipc_min_bytes:
-        if all(t.is_cuda and type(t) in (torch.Tensor, torch.nn.Parameter) for t in tensors):
+        # (an empty tensor has no storage to share: its outputs go by file)
+        if all(t.is_cuda and type(t) in (torch.Tensor, torch.nn.Parameter) and t.numel() for t in tensors):
             try:
                 return {"kind": IPC, "tensors": [_describe(t) for t in tensors]}
             except Exception:  # noqa: BLE001 - any IPC trouble: fall back to the file
@@ -73,6 +74,8 @@ def import_outputs(handover: dict, device: torch.device, *, outputs_dir: str, se
     for item in handover["tensors"]:
         try:
             opened.append(_open(item))
+        except messages.Malformed:
+            raise
         except Exception as exc:  # noqa: BLE001 - the driver refused the handles: not mapped
             raise Unmapped(f"{type(exc).__name__}: {exc}") from None
     return opened
@@ -125,6 +128,38 @@ def _load_file(outputs_dir: str, name: str, device: torch.device, max_bytes: int
     return [loaded[str(i)].to(device) for i in range(len(loaded))]
 
 
+def _address_range(pointer: int) -> tuple[int, int] | None:
+    """The base and size of the device allocation holding `pointer` (cuMemGetAddressRange), or None."""
+    import ctypes
+
+    global _LIBCUDA
+    if _LIBCUDA is None:
+        _LIBCUDA = ctypes.CDLL("libcuda.so.1")
+    base, size = ctypes.c_uint64(), ctypes.c_size_t()
+    if _LIBCUDA.cuMemGetAddressRange_v2(ctypes.byref(base), ctypes.byref(size), ctypes.c_uint64(pointer)) != 0:
+        return None
+    return base.value, size.value
+
+
+_LIBCUDA = None
+
+
+def _check_mapped(pointer: int, offset_bytes: int, size_bytes: int) -> None:
+    """The storage the candidate described lies inside the allocation its handle mapped here.
+
+    torch trusts the storage size and offset that come with a handle: a size larger than the exporter's
+    allocation had the judge read past the mapping (an illegal address, which kills its CUDA context), and
+    an offset past it could point into the judge's own memory. The mapping starts `offset_bytes` before the
+    storage and must hold all of it."""
+    found = _address_range(pointer - offset_bytes)
+    if found is None:
+        raise messages.Malformed(messages.HANDOVER_RULE, "the IPC storage is not in any mapped allocation")
+    base, size = found
+    if base != pointer - offset_bytes or offset_bytes + size_bytes > size:
+        raise messages.Malformed(messages.HANDOVER_RULE, f"an IPC storage of {size_bytes} bytes at offset "
+                                 f"{offset_bytes} reaches past the {size} bytes its handle shares")
+
+
 def _open(item: dict) -> torch.Tensor:
     """A tensor on the shared storage an IPC item describes (already checked by messages.check_ipc_tensor)."""
     raw = item["meta"]
@@ -138,6 +173,7 @@ def _open(item: dict) -> torch.Tensor:
     if not isinstance(dtype, torch.dtype):
         raise ValueError(f"unknown dtype {item['dtype']!r}")
     storage = torch.UntypedStorage._new_shared_cuda(*meta)
+    _check_mapped(storage.data_ptr(), meta[3], meta[2])
     return torch.empty(0, dtype=dtype, device=torch.device("cuda", torch.cuda.current_device())).set_(
         storage, item["offset"], item["shape"], item["stride"]
     )
