@@ -48,7 +48,9 @@ COMPARE_TIMEOUT_S = 120.0
 _SCREEN_LOCK = threading.Lock()
 REFERENCE_TIMING_TIMEOUT_S = 600.0
 MEMORY_WAITS_S = (2.0, 5.0, 10.0, 20.0)  # between tries of a judge out of GPU memory (load, not a verdict)
-MAX_BUILDS = 256  # trusted launcher builds per evaluation; beyond, the candidate builds its own
+MAX_BUILDS = 64  # trusted launcher builds per evaluation; beyond, the candidate builds its own
+# A candidate's frames: the largest it sends honestly is a build request (C source of at most 1 MB).
+CANDIDATE_FRAME_BYTES = 4 << 20
 
 
 def _out_of_memory(answer: dict) -> bool:
@@ -474,6 +476,7 @@ class _Evaluation:
         job = self._job()
         check = schema.Schema(len(self.problem.input_sets) + 1, self.options.trials, self.outputs_dir,
                               self.ipc_min_bytes).check
+        child.receiver.max_bytes = CANDIDATE_FRAME_BYTES
         messages = MessageStream(child, nonce, check)
         deadline = Deadline(self.lane.freezer, self.options.timeout_s)
         try:
@@ -549,10 +552,13 @@ class _Evaluation:
 
     def _build(self, message: dict, deadline: Deadline) -> None:
         """A trusted build of the launcher asked for (at most MAX_BUILDS per evaluation; then None: the
-        candidate builds its own, with its own time)."""
-        waited = time.monotonic()
+        candidate builds its own, in its own time)."""
         self.builds += 1
-        path = self.lane.build(message) if self.builds <= MAX_BUILDS else None
+        if self.builds > MAX_BUILDS:
+            self.child.send({"type": "build_result", "path": None})
+            return
+        waited = time.monotonic()
+        path = self.lane.build(message)
         self.child.send({"type": "build_result", "path": path})
         self.build_s += time.monotonic() - waited
         deadline.extend(time.monotonic() - waited)

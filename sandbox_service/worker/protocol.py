@@ -41,8 +41,9 @@ def send(fd: int, message: dict[str, Any]) -> None:
 class Receiver:
     """Reads whole messages from a descriptor, with an optional deadline per read."""
 
-    def __init__(self, fd: int):
+    def __init__(self, fd: int, max_bytes: int = MAX_MESSAGE_BYTES):
         self.fd = fd
+        self.max_bytes = max_bytes  # frames larger than this are refused (ProtocolError) before being read
         self._buffer = bytearray()
 
     def _fill(self, size: int, deadline: float | None) -> None:
@@ -63,8 +64,8 @@ class Receiver:
         deadline = None if timeout is None else time.monotonic() + timeout
         self._fill(_HEADER.size, deadline)
         (size,) = _HEADER.unpack(self._buffer[: _HEADER.size])
-        if size > MAX_MESSAGE_BYTES:
-            raise ProtocolError(f"frame of {size} bytes exceeds {MAX_MESSAGE_BYTES}")
+        if size > self.max_bytes:
+            raise ProtocolError(f"frame of {size} bytes exceeds {self.max_bytes}")
         self._fill(_HEADER.size + size, deadline)
         data = bytes(self._buffer[_HEADER.size : _HEADER.size + size])
         del self._buffer[: _HEADER.size + size]

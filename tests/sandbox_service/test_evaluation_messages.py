@@ -91,6 +91,7 @@ emit("outputs_done", phases=[], launches="many", input_fingerprints=None, output
     "build request where no builder is used": (CHANNEL, '''
 emit("build_request", name="x", source="int main;", library_dirs=[], include_dirs=[], libraries=[])'''),
     "frame nested too deeply to decode": (CHANNEL, '_raw(b"[" * 200000)'),
+    "frame larger than a candidate may send": (CHANNEL, 'emit("runtime_error", phase="x", error="e" * (5 << 20))'),
 }
 IPC_ATTACKS = {name for name in ATTACKS if "IPC" in name}
 
