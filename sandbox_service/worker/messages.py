@@ -29,7 +29,7 @@ HANDOVER_RULE = "malformed-handover"
 FILE = "file"
 IPC = "ipc"
 
-MAX_TENSORS = 1024  # outputs of one trial
+MAX_TENSORS = 4096  # outputs of one trial
 MAX_NDIM = 64
 MAX_EXTENT = 1 << 48  # any size, stride or offset
 MAX_STORAGE_BYTES = 1 << 44  # an IPC storage (16 TB: larger than any GPU)
@@ -47,7 +47,8 @@ IPC_FIELDS = ("int", "bytes", "int", "int", "bytes", "int", "bytes", "bool")
 ELEMENT_BYTES = {
     "float64": 8, "float32": 4, "float16": 2, "bfloat16": 2, "complex128": 16, "complex64": 8, "complex32": 4,
     "int64": 8, "int32": 4, "int16": 2, "int8": 1, "uint8": 1, "uint16": 2, "uint32": 4, "uint64": 8, "bool": 1,
-    "float8_e4m3fn": 1, "float8_e5m2": 1, "float8_e4m3fnuz": 1, "float8_e5m2fnuz": 1,
+    "float8_e4m3fn": 1, "float8_e5m2": 1, "float8_e4m3fnuz": 1, "float8_e5m2fnuz": 1, "float8_e8m0fnu": 1,
+    "float4_e2m1fn_x2": 1,
 }
 _HEX = re.compile(r"[0-9a-f]*")
 _TORCH_SHM_NAME = re.compile(r"/torch_[0-9A-Za-z_]{1,200}")

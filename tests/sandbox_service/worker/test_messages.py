@@ -92,6 +92,20 @@ def test_a_broken_message_names_its_rule(schema, name, kind, change, rule):
     assert caught.value.rule == rule, caught.value.error
 
 
+def test_every_dtype_of_a_number_is_known_with_its_size():
+    """An honest IPC hand-over names its outputs' dtypes: none of a plain number type may be refused."""
+    import torch
+
+    from sandbox_service.correctness import dtype_name
+
+    for dtype in {getattr(torch, name) for name in dir(torch) if isinstance(getattr(torch, name), torch.dtype)}:
+        plain = dtype.is_floating_point or dtype.is_complex or dtype in (
+            torch.bool, torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8, torch.uint16, torch.uint32,
+            torch.uint64)
+        if plain:
+            assert messages.ELEMENT_BYTES.get(dtype_name(dtype)) == torch.empty(0, dtype=dtype).element_size(), dtype
+
+
 def test_a_file_hand_over_through_a_symlink_is_malformed(schema, tmp_path):
     target = tmp_path / "elsewhere"
     target.write_bytes(b"")
