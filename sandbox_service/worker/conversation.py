@@ -41,8 +41,8 @@ class Deadline:
 
 
 # Messages read ahead of the server: the reader then waits (and the child blocks on its full pipe), so a child
-# flooding the channel holds at most this many parsed messages, each from a frame of at most
-# protocol.MAX_MESSAGE_BYTES, in the server.
+# flooding the channel holds at most this many parsed messages in the server, plus the one being read, each
+# from a frame within the channel's limit (Receiver.max_bytes: 4 MB for a candidate, evaluation.py).
 QUEUE_MESSAGES = 4
 # Types the stream itself reports; a child sending one is tampering with the channel.
 STREAM_EVENTS = frozenset({"exited", "garbled", "malformed"})

@@ -186,10 +186,7 @@ class Judge:
             _, want = self._run(problem, set_index, trial)
         ipc = isinstance(request.get("handover"), dict) and request["handover"].get("kind") == handover.IPC
         try:
-            got = handover.import_outputs(
-                request["handover"], self.device, outputs_dir=request["outputs_dir"], set_index=set_index,
-                trial=trial, ipc_min_bytes=request["ipc_min_bytes"],
-                max_file_bytes=FILE_SLACK_FACTOR * problem.output_bytes + FILE_SLACK_BYTES)
+            got = self._import(request, problem, set_index, trial, ipc)
         except messages.Malformed as exc:
             return _malformed(exc.error)
         except handover.Unmapped as exc:
@@ -214,6 +211,17 @@ class Judge:
             if self.device.type == "cuda" and ipc:
                 torch.cuda.ipc_collect()
         return {"type": "compared", **result.__dict__, "fingerprint": received}
+
+    def _import(self, request: dict, problem: Problem, set_index: int, trial: int, ipc: bool) -> list[torch.Tensor]:
+        try:
+            return handover.import_outputs(
+                request["handover"], self.device, outputs_dir=request["outputs_dir"], set_index=set_index,
+                trial=trial, ipc_min_bytes=request["ipc_min_bytes"],
+                max_file_bytes=FILE_SLACK_FACTOR * problem.output_bytes + FILE_SLACK_BYTES)
+        except BaseException:
+            if self.device.type == "cuda" and ipc:
+                torch.cuda.ipc_collect()  # let go of the handles mapped before one was refused
+            raise
 
     # -- timing --------------------------------------------------------------------------------
     def time_reference(self, request: dict) -> dict:
