@@ -17,6 +17,7 @@ import dataclasses
 import hashlib
 import json
 import logging
+import os
 import secrets
 import shutil
 import tempfile
@@ -33,7 +34,8 @@ from sandbox_service.verifier.format import check_format
 from sandbox_service.verifier.llm_judge import Judge, JudgeVerdict
 from sandbox_service.verifier.runtime import RUNTIME_RULES
 from sandbox_service.verifier.static_rules import check_static
-from sandbox_service.worker.conversation import Cancelled, Deadline, MessageStream
+from sandbox_service.worker import messages as schema
+from sandbox_service.worker.conversation import STREAM_EVENTS, Cancelled, Deadline, MessageStream
 from sandbox_service.worker.process import Child
 from sandbox_service.worker.service import ServiceFailure
 from sandbox_service.worker.zygote import ChildStartError
@@ -47,6 +49,9 @@ COMPARE_TIMEOUT_S = 120.0
 _SCREEN_LOCK = threading.Lock()
 REFERENCE_TIMING_TIMEOUT_S = 600.0
 MEMORY_WAITS_S = (2.0, 5.0, 10.0, 20.0)  # between tries of a judge out of GPU memory (load, not a verdict)
+MAX_BUILDS = 64  # trusted launcher builds (and cubins) per evaluation; beyond, a runtime error
+# A candidate's frames: the largest it sends honestly is a build request (C source of at most 1 MB).
+CANDIDATE_FRAME_BYTES = 4 << 20
 
 
 def _out_of_memory(answer: dict) -> bool:
@@ -72,7 +77,7 @@ class ProblemRef:
 
     key: str
     reference: str  # lane.reference_key: the reference and its input sets alone
-    reference_path: str
+    reference_source: str  # sent to the judge itself: never a path into a folder a candidate might write
     input_sets: tuple[dict, ...]
     seed: int
     trials: int
@@ -80,18 +85,18 @@ class ProblemRef:
     degenerate_rel_l2: float
 
     @classmethod
-    def create(cls, reference_source: str, reference_path: Path, input_sets: Sequence[InputSet],
-               options: EvalOptions) -> ProblemRef:
+    def create(cls, reference_source: str, input_sets: Sequence[InputSet], options: EvalOptions) -> ProblemRef:
         sets = tuple(s.to_dict() for s in input_sets)
         tolerances = {k: list(v) for k, v in options.tolerances.items()}
         identity = json.dumps([reference_source, sets, options.seed, options.trials, tolerances,
                                options.degenerate_rel_l2], sort_keys=True)
         key = hashlib.sha256(identity.encode()).hexdigest()
-        return cls(key, reference_key(reference_source, input_sets), str(reference_path), sets, options.seed,
+        return cls(key, reference_key(reference_source, input_sets), reference_source, sets, options.seed,
                    options.trials, tolerances, options.degenerate_rel_l2)
 
     def prepare_request(self) -> dict:
-        return {"op": "prepare", "key": self.key, "reference_path": self.reference_path, "input_sets": list(self.input_sets),
+        return {"op": "prepare", "key": self.key, "reference_source": self.reference_source,
+                "input_sets": list(self.input_sets),
                 "seed": self.seed, "trials": self.trials, "tolerances": self.tolerances,
                 "degenerate_rel_l2": self.degenerate_rel_l2}
 
@@ -177,9 +182,12 @@ class JudgeLink:
                 raise _Finish(Status.INFRA_ERROR, f"the reference {what} while being prepared: {exc.cause}") from None
         return answer
 
-    def compare(self, message: dict) -> dict:
+    def compare(self, message: dict, outputs_dir: str, ipc_min_bytes: int | None) -> dict:
+        """The judge's reading of a trial's outputs. `message` was checked (messages.Schema); the request is
+        built from its fields, with the evaluation's own outputs folder and IPC threshold (the judge checks
+        the hand-over against them again)."""
         request = {"op": "compare", "key": self.problem.key, "set": message["set"], "trial": message["trial"],
-                   "handover": message["handover"]}
+                   "handover": message["handover"], "outputs_dir": outputs_dir, "ipc_min_bytes": ipc_min_bytes}
         for attempt in range(2):
             try:
                 answer = self._waiting_for_memory(lambda: self._call(request, COMPARE_TIMEOUT_S), "comparing with")
@@ -193,7 +201,8 @@ class JudgeLink:
             if answer.get("type") == "unknown_problem":
                 answer = self._prepare_and_compare(request)  # evicted or restarted meanwhile: both in one turn
             if answer.get("type") == "error":
-                raise _Finish(Status.INFRA_ERROR, f"reference failed while comparing: {answer.get('error', '')}")
+                prefix = "reference failed" if answer.get("kind") == "reference" else "the judge failed"
+                raise _Finish(Status.INFRA_ERROR, f"{prefix} while comparing: {answer.get('error', '')}")
             if answer.get("type") == "unknown_problem":
                 raise _Finish(Status.INFRA_ERROR, "the judge lost this task while comparing")
             return answer
@@ -379,7 +388,16 @@ class _Evaluation:
         self.job_dir = Path(tempfile.mkdtemp(prefix="tritonrl-eval-", dir=lane.work_root))
         (self.job_dir / "reference.py").write_text(reference_source)
         (self.job_dir / "candidate.py").write_text(code)
-        self.problem = ProblemRef.create(reference_source, self.job_dir / "reference.py", input_sets, options)
+        self.outputs_dir = ""  # the candidate's own folder, once it has one (_with_candidate)
+        self.problem = ProblemRef.create(reference_source, input_sets, options)
+        # This evaluation's IPC threshold (None: files only). A failed IPC hand-over changes it for this
+        # evaluation alone; a malformed one is the candidate's cheat. The lane's setting is never changed here.
+        self.ipc_min_bytes = lane.ipc_min_bytes
+        self.ipc_failed = False
+        self.positions = [(s, t) for s in range(1 + len(input_sets)) for t in range(options.trials)]
+        self.handed_over = 0  # trials whose outputs the judge compared, in order
+        self.resend_due = False  # the judge could not map this trial's IPC handles: its file comes next
+        self.builds = {"build_request": 0, "ptxas_request": 0}
         self.judge = JudgeLink(lane, self.problem, options, cancel)
         self.trials: dict[tuple[int, int], dict] = {}
         self.handover_changed: list[tuple[int, int]] = []
@@ -427,21 +445,21 @@ class _Evaluation:
         except TimeoutError:
             raise Cancelled() from None
 
-    def _job(self, outputs_dir: Path) -> dict:
+    def _job(self) -> dict:
         o, lane = self.options, self.lane
         return {
             "type": "job",
             "backend": lane.backend,
-            "reference_path": self.problem.reference_path,
+            "reference_path": str(self.job_dir / "reference.py"),
             "input_sets": list(self.problem.input_sets),
             "candidate_path": str(self.job_dir / "candidate.py"),
-            "outputs_dir": str(outputs_dir),
+            "outputs_dir": self.outputs_dir,
             "seed": o.seed,
             "trials": o.trials,
             "policy": o.policy.value,
             "warmup_runs": o.warmup_runs,
             "timing_runs": o.timing_runs,
-            "ipc_min_bytes": lane.ipc_min_bytes,
+            "ipc_min_bytes": self.ipc_min_bytes,
             "remote_build": lane.builder is not None,
             "memory_limit_mb": o.memory_limit_mb,
             "file_limit_mb": 65536,
@@ -454,11 +472,24 @@ class _Evaluation:
         self.acquire_s = time.monotonic() - waited
         child.watch_memory(self.options.memory_limit_mb)
         nonce = secrets.token_hex(16)
-        messages = MessageStream(child, nonce)
+        outputs = child.private_dir / "outputs"  # the one folder the jailed candidate may write
+        outputs.mkdir()
+        # Resolved once, here: a hand-over must name a file directly in it (messages.check_output_path).
+        self.outputs_dir = os.path.realpath(outputs)
+        job = self._job()
+        check = schema.Schema(len(self.problem.input_sets) + 1, self.options.trials, self.outputs_dir,
+                              self.ipc_min_bytes).check
+        child.receiver.max_bytes = CANDIDATE_FRAME_BYTES
+        messages = MessageStream(child, nonce, check)
         deadline = Deadline(self.lane.freezer, self.options.timeout_s)
-        outputs_dir = child.private_dir / "outputs"  # the one folder the jailed candidate may write
-        outputs_dir.mkdir()
-        child.send({**self._job(outputs_dir), "nonce": nonce})
+        try:
+            child.send({**job, "nonce": nonce})
+            self._converse(messages, deadline, prepared, job)
+        finally:
+            messages.close()
+
+    def _converse(self, messages: MessageStream, deadline: Deadline, prepared: dict, job: dict) -> None:
+        child = self.child
         started = time.monotonic()
         while True:
             try:
@@ -469,16 +500,14 @@ class _Evaluation:
                                                       f"{self.options.timeout_s:.0f} s") from None
                 raise _Finish(Status.TIMEOUT, f"the candidate did not finish within {self.options.timeout_s:.0f} s") from None
             kind = message["type"]
+            self._expect(kind, self._expected_now(job), message)
             self.seen[kind] = message
             self._failure(kind, message)
             if kind == "inputs_ready" and message["fingerprints"] != prepared["input_fingerprints"]:
                 raise _Finish(Status.INFRA_ERROR, "get_inputs() is not deterministic under a seed: the judge's and "
                                                   "the candidate process's inputs differ")
             elif kind in ("build_request", "ptxas_request"):
-                waited = time.monotonic()
-                child.send(self._trusted_build(kind, message))
-                self.build_s += time.monotonic() - waited
-                deadline.extend(time.monotonic() - waited)
+                self._build(kind, message, deadline)
             elif kind == "trial_outputs":
                 waited = time.monotonic()
                 self._compare(message)
@@ -486,44 +515,101 @@ class _Evaluation:
             elif kind == "outputs_done":
                 if not self._verdict(message, prepared, started):
                     return
-                self._time(messages, deadline)
+                self._time(messages, deadline, job)
                 return
 
-    def _trusted_build(self, kind: str, message: dict) -> dict:
-        """A launcher (`build_request`) or a cubin (`ptxas_request`) from the lane's trusted builder. A request
-        no honest Triton makes is `cheat`; source that does not compile is the candidate's compile error; a
-        builder that fails is the sandbox's."""
+    def _expected_now(self, job: dict) -> set[str]:
+        """The messages the protocol allows from the candidate at this point of the trials (stream events and
+        failures aside, which may come at any point)."""
+        if "inputs_ready" not in self.seen:
+            return {"inputs_ready"}
+        expected = {"trial_outputs"} if self.handed_over < len(self.positions) else {"outputs_done"}
+        if self.resend_due:
+            expected = {"trial_outputs"}
+        if job["remote_build"]:
+            expected.add("build_request")
+            if job["backend"] == "cuda":
+                expected.add("ptxas_request")
+        return expected
+
+    def _expect(self, kind: str, expected: set[str], message: dict) -> None:
+        """A message the protocol does not expect here is the candidate's tampering with the channel."""
+        if kind in STREAM_EVENTS or kind in ("internal_error", "jail_violation"):
+            return
+        if kind in ("compile_error", "runtime_error") and "inputs_ready" in self.seen:
+            return
+        if kind not in expected:
+            raise self._tampering(schema.CHANNEL_RULE, f"a {kind!r} message where the protocol expects "
+                                                       f"{' or '.join(sorted(expected))}")
+        if kind == "trial_outputs":
+            position = (message["set"], message["trial"])
+            if position != self.positions[self.handed_over]:
+                raise self._tampering(schema.CHANNEL_RULE, f"outputs of input set {position[0]} trial {position[1]} "
+                                                           f"where those of {self.positions[self.handed_over]} were due")
+            if self.resend_due and message["handover"]["kind"] != schema.FILE:
+                raise self._tampering(schema.HANDOVER_RULE, "CUDA IPC handles again where the server asked for the "
+                                                            "trial's outputs in a file")
+
+    def _tampering(self, rule: str, error: str) -> _Finish:
+        self.result.violations.append(Violation("runtime", rule, truncate(error, 500)))
+        what = "a malformed output hand-over" if rule == schema.HANDOVER_RULE else "a message the protocol does not allow"
+        return _Finish(Status.CHEAT, f"the candidate process sent {what}: {truncate(error, 500)}")
+
+    def _build(self, kind: str, message: dict, deadline: Deadline) -> None:
+        """A launcher (`build_request`) or a cubin (`ptxas_request`) from the lane's trusted builder, at most
+        MAX_BUILDS of each per evaluation (a jailed candidate cannot build for itself). A request no honest
+        Triton makes is `cheat`; source that does not compile is the candidate's compile error; a builder that
+        fails is the sandbox's."""
+        self.builds[kind] += 1
+        if self.builds[kind] > MAX_BUILDS:
+            raise _Finish(Status.RUNTIME_ERROR, f"more than {MAX_BUILDS} kernel signatures to build in one evaluation")
+        waited = time.monotonic()
         try:
             answer = self.lane.build(message) if kind == "build_request" else self.lane.ptxas(message)
         except ServiceFailure as exc:
             raise _Finish(Status.INFRA_ERROR, f"the trusted builder failed: {exc}") from None
         if answer.get("type") == "refused":
-            self.result.violations.append(Violation("runtime", "malformed-build-request", truncate(answer.get("error", ""), 500)))
-            raise _Finish(Status.CHEAT, "the candidate process sent a build request no Triton makes")
+            raise self._tampering("malformed-build-request", str(answer.get("error", "")))
         if answer.get("type") == "failed" and kind == "build_request":
             raise _Finish(Status.COMPILE_ERROR, f"Triton's launcher did not compile: {answer.get('error', '')}")
         if kind == "build_request":
-            return {"type": "build_result", "path": answer["path"], "sha256": answer["sha256"]}
-        return {"type": "ptxas_result", **{k: answer[k] for k in ("cubin", "error") if k in answer}}
+            self.child.send({"type": "build_result", "path": answer["path"], "sha256": answer["sha256"]})
+        else:
+            self.child.send({"type": "ptxas_result", **{k: answer[k] for k in ("cubin", "error") if k in answer}})
+        self.build_s += time.monotonic() - waited
+        deadline.extend(time.monotonic() - waited)
 
     def _compare(self, message: dict) -> None:
-        ipc = message["handover"].get("kind") == "ipc"
+        ipc = message["handover"]["kind"] == schema.IPC
+        if ipc and self.ipc_failed:
+            # This evaluation's IPC failed before: files from now on, without asking the judge again.
+            self.resend_due = True
+            self.child.send({"type": "continue", "resend": schema.FILE})
+            return
         if ipc:
             self.child.freeze()  # it cannot touch its outputs while the judge reads them
         try:
-            answer = self.judge.compare(message)
+            answer = self.judge.compare(message, self.outputs_dir, self.ipc_min_bytes)
         finally:
             if ipc:
                 self.child.thaw()
+        if answer.get("type") == "malformed":
+            raise self._tampering(str(answer.get("rule") or schema.HANDOVER_RULE), str(answer.get("error", "")))
         if answer.get("type") == "ipc_failed":
-            log.warning("CUDA IPC hand-over failed (%s); using files from now on", answer.get("error"))
-            self.lane.ipc_min_bytes = None
-            self.child.send({"type": "continue", "resend": "file"})
+            if not ipc:
+                raise _Finish(Status.INFRA_ERROR, "the judge answered a file hand-over as a failed IPC one")
+            log.warning("CUDA IPC hand-over failed (%s); this evaluation uses files from now on", answer.get("error"))
+            self.ipc_failed = self.resend_due = True
+            self.child.send({"type": "continue", "resend": schema.FILE})
             return
+        if answer.get("type") != "compared":
+            raise _Finish(Status.INFRA_ERROR, f"the judge answered a comparison with {answer.get('type')!r}")
         if ipc:
             self.child.send({"type": "continue"})
-        position = (int(message["set"]), int(message["trial"]))
+        position = (message["set"], message["trial"])
         self.trials[position] = answer
+        self.handed_over += 1
+        self.resend_due = False
         if answer.get("fingerprint") is not None and answer["fingerprint"] != message["fingerprint"]:
             self.handover_changed.append(position)
 
@@ -541,6 +627,8 @@ class _Evaluation:
         if kind == "garbled":
             result.violations.append(Violation("runtime", "verdict-channel-tampering", message["error"]))
             raise _Finish(Status.CHEAT, "the candidate process wrote to the verdict channel")
+        if kind == "malformed":
+            raise self._tampering(message["rule"], message["error"])
         if kind == "jail_violation":
             rule = message.get("rule") if message.get("rule") in JAIL_RULES else "jail-escape-attempt"
             result.violations.append(Violation("jail", rule, truncate(str(message.get("message", "")), 500)))
@@ -604,7 +692,7 @@ class _Evaluation:
             return False
         return True
 
-    def _time(self, messages: MessageStream, deadline: Deadline) -> None:
+    def _time(self, messages: MessageStream, deadline: Deadline, job: dict) -> None:
         """The candidate timed with the GPU to itself; the reference's time from the judge (cached)."""
         waited = time.monotonic()
         with self.lane.gate.exclusive(), self.lane.freezer.others_frozen(keep=self.child):
@@ -617,9 +705,13 @@ class _Evaluation:
                 except TimeoutError:
                     raise _Finish(Status.TIMEOUT, f"the candidate did not finish timing within "
                                                   f"{self.options.timeout_s:.0f} s") from None
-                self.seen[message["type"]] = message
-                self._failure(message["type"], message)
-                if message["type"] == "timing":
+                kind = message["type"]
+                self._expect(kind, {"timing", "build_request"} if job["remote_build"] else {"timing"}, message)
+                self.seen[kind] = message
+                self._failure(kind, message)
+                if kind == "build_request":
+                    self._build(message, deadline)
+                elif kind == "timing":
                     break
             violations = [Violation(**v) for v in message["violations"]]
             if violations:

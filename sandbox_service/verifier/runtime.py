@@ -52,6 +52,7 @@ RUNTIME_RULES = {
     "inputs-tampered": "a trial's inputs, made after the candidate was imported, differ from the reference child's",
     "verdict-channel-tampering": "a message on the verdict channel without this evaluation's nonce, or garbage",
     "outputs-changed-after-handover": "the outputs the judge read differ from the ones forward returned",
+    "malformed-handover": "a trial's outputs handed to the judge wrongly described (path, symlink, IPC handles, layout)",
 }
 
 # Aten operators that only allocate, view, move or re-lay out memory: glue, allowed in forward.

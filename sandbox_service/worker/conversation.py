@@ -5,9 +5,10 @@ from __future__ import annotations
 import queue
 import threading
 import time
+from collections.abc import Callable
 from typing import Protocol
 
-from sandbox_service.worker import protocol
+from sandbox_service.worker import messages, protocol
 from sandbox_service.worker.process import Child
 
 
@@ -39,29 +40,74 @@ class Deadline:
         return self.started + self.seconds + self.extra + frozen - time.monotonic()
 
 
-class MessageStream:
-    """The candidate's messages, read on a thread; garbage or a missing nonce ends the stream."""
+# Messages read ahead of the server: the reader then waits (and the child blocks on its full pipe), so a child
+# flooding the channel holds at most this many parsed messages in the server, plus the one being read, each
+# from a frame within the channel's limit (Receiver.max_bytes: 4 MB for a candidate, evaluation.py).
+QUEUE_MESSAGES = 4
+# Types the stream itself reports; a child sending one is tampering with the channel.
+STREAM_EVENTS = frozenset({"exited", "garbled", "malformed"})
 
-    def __init__(self, child: Child, nonce: str):
-        self.queue: queue.Queue = queue.Queue()
+
+class MessageStream:
+    """The candidate's messages, read on a thread; garbage or a missing nonce ends the stream.
+
+    With `check` (messages.Schema.check), each message is checked as it arrives: one that breaks the
+    protocol ends the stream as `{"type": "malformed", "rule", "error"}`."""
+
+    def __init__(self, child: Child, nonce: str, check: Callable[[dict], dict] | None = None):
+        self.queue: queue.Queue = queue.Queue(maxsize=QUEUE_MESSAGES)
         self.child = child
         self.nonce = nonce
-        threading.Thread(target=self._pump, daemon=True).start()
+        self.check = check
+        self.closed = threading.Event()
+        self.thread = threading.Thread(target=self._pump, name="message-stream", daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        """Stop reading (the reader ends once its pending message is dropped)."""
+        self.closed.set()
+
+    def _put(self, message: dict) -> bool:
+        # Ends with the conversation: closed here, or the child closed (its conversation is over).
+        while not (self.closed.is_set() or getattr(self.child, "_closed", False)):
+            try:
+                self.queue.put(message, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
 
     def _pump(self) -> None:
         while True:
             try:
                 message = self.child.receive()
             except (protocol.ChannelClosed, OSError):
-                self.queue.put({"type": "exited"})
+                self._put({"type": "exited"})
                 return
             except protocol.ProtocolError as exc:
-                self.queue.put({"type": "garbled", "error": str(exc)})
+                self._put({"type": "garbled", "error": str(exc)})
+                return
+            except Exception as exc:  # noqa: BLE001 - whatever a frame does to the decoder, it is garbage
+                self._put({"type": "garbled", "error": f"unreadable frame: {type(exc).__name__}"})
                 return
             if message.get("nonce") != self.nonce:
-                self.queue.put({"type": "garbled", "error": "message without this evaluation's nonce"})
+                self._put({"type": "garbled", "error": "message without this evaluation's nonce"})
                 return
-            self.queue.put(message)
+            if message["type"] in STREAM_EVENTS:
+                self._put({"type": "garbled", "error": f"a message of the reserved type {message['type']!r}"})
+                return
+            if self.check is not None:
+                try:
+                    message = self.check(message)
+                except messages.Malformed as exc:
+                    self._put({"type": "malformed", "rule": exc.rule, "error": exc.error})
+                    return
+                except Exception as exc:  # noqa: BLE001 - a check that cannot read it: malformed
+                    self._put({"type": "malformed", "rule": messages.CHANNEL_RULE,
+                               "error": f"unreadable {message['type']!r} message: {type(exc).__name__}"})
+                    return
+            if not self._put(message):
+                return
 
     def next(self, deadline: Deadline, cancel: threading.Event | None) -> dict:
         while True:

@@ -256,13 +256,23 @@ def load_problem_sets(reference_path: str | Path, input_sets: list[dict], seed: 
     """The reference module once per input set: [("default", module), (name, module with the set's
     get_inputs / get_init_inputs), ...]. Each is executed after the same seed, so module-level randomness
     is the same in every process that loads it."""
-    source = Path(reference_path).read_text()
-    code = compile(source, str(reference_path), "exec")
+    return problem_sets_from_source(Path(reference_path).read_text(), str(reference_path), input_sets, seed)
+
+
+def problem_sets_from_source(source: str, filename: str, input_sets: list[dict], seed: int) -> list[tuple[str, Any]]:
+    """load_problem_sets from the reference's text (the judge gets it in its request, never from a file a
+    candidate could write); `filename` names it in tracebacks, and its lines are registered with linecache
+    so that code reading its own source (inspect, TorchScript) finds them."""
+    import linecache
+
+    if not Path(filename).is_file():
+        linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    code = compile(source, filename, "exec")
     loaded = []
     for index, input_set in enumerate([None, *input_sets]):
         name = DEFAULT_SET if input_set is None else input_set["name"]
         module = types.ModuleType("tritonrl_reference" if index == 0 else f"tritonrl_reference_{index}")
-        module.__file__ = str(reference_path)
+        module.__file__ = filename
         sys.modules[module.__name__] = module
         seed_everything(seed)
         exec(code, module.__dict__)  # noqa: S102 - the reference is trusted code

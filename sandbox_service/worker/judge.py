@@ -10,7 +10,12 @@ Candidate code never runs here. The judge reads candidate outputs (a file, or CU
 candidate is frozen) and compares them; the server decides the verdict. If the judge dies it is started
 again with empty caches: nothing it computed before is trusted after a restart.
 
-Requests (JSON, with an `id` echoed in the answer): prepare, compare, time, stats.
+Requests (JSON, with an `id` echoed in the answer): prepare, compare, time, stats. `prepare` carries the
+reference's source and input sets themselves (never a path: a candidate may be able to write files).
+`compare` carries a hand-over the candidate described: it is checked again here (the server checked it
+first), a file is opened without following symlinks and only inside the evaluation's outputs folder, and
+anything wrong with it is answered `malformed` (the candidate's doing) rather than raised. Every request
+runs in its own error boundary: no request, however malformed, ends this process.
 """
 
 from __future__ import annotations
@@ -24,11 +29,19 @@ import torch
 
 from sandbox_service import correctness
 from sandbox_service.options import DEFAULT_TOLERANCE
-from sandbox_service.worker import handover, harness, protocol
+from sandbox_service.worker import handover, harness, messages, protocol
 
 CACHE_BYTES = {"cuda": 4 << 30, "interpreter": 1 << 30}
 MAX_PROBLEMS = 64
 RESERVED_LIMIT_BYTES = 2 << 30
+# An outputs file may be this many times the reference's outputs (a wrong dtype) plus headers; larger is not
+# read at all (incorrect).
+FILE_SLACK_FACTOR = 8
+FILE_SLACK_BYTES = 16 << 20
+
+
+class BadRequest(Exception):
+    """A request that is not what the protocol says (a bug in the server, never a candidate's input)."""
 
 
 def _failure(exc: BaseException) -> BaseException:
@@ -98,8 +111,12 @@ class Judge:
 
     def _load(self, request: dict) -> Problem:
         seed, trials = int(request["seed"]), int(request["trials"])
+        source = request["reference_source"]
+        if not isinstance(source, str):
+            raise BadRequest("prepare without the reference's source")
         try:
-            sets = harness.load_problem_sets(request["reference_path"], request["input_sets"], seed)
+            sets = harness.problem_sets_from_source(source, f"<reference {request['key'][:16]}>",
+                                                    request["input_sets"], seed)
             models = []
             for _, module in sets:
                 init = harness.init_inputs(module, seed, self.device)
@@ -159,26 +176,52 @@ class Judge:
         problem = self.problems.get(request["key"])
         if problem is None:
             return {"type": "unknown_problem"}
-        set_index, trial = int(request["set"]), int(request["trial"])
+        set_index, trial = request["set"], request["trial"]
+        if (type(set_index) is not int or type(trial) is not int or not 0 <= set_index < len(problem.sets)
+                or not 0 <= trial < len(problem.seeds)):
+            return _malformed(f"no input set {set_index!r} trial {trial!r} in this task")
         want = problem.expected.get((set_index, trial))
         if want is None:
             self.counts["recompute"] += 1
             _, want = self._run(problem, set_index, trial)
+        ipc = isinstance(request.get("handover"), dict) and request["handover"].get("kind") == handover.IPC
         try:
-            got = handover.import_outputs(request["handover"], self.device)
-        except Exception as exc:  # noqa: BLE001 - unreadable outputs are the candidate's failure
-            kind = request["handover"].get("kind") if isinstance(request.get("handover"), dict) else None
-            if kind == handover.IPC:
-                return {"type": "ipc_failed", "error": f"{type(exc).__name__}: {exc}"}
+            got = self._import(request, problem, set_index, trial, ipc)
+        except messages.Malformed as exc:
+            return _malformed(exc.error)
+        except handover.Unmapped as exc:
+            return {"type": "ipc_failed", "error": str(exc)}
+        except torch.cuda.OutOfMemoryError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - unreadable outputs are the candidate's
             return {"type": "compared", "passed": False, "max_abs_error": None,
-                    "message": f"outputs unreadable: {exc}", "fingerprint": None}
-        result = correctness.compare_trial(want, got, problem.tolerances, problem.degenerate[set_index],
-                                           problem.degenerate_rel_l2)
-        received = harness.fingerprint([got])
-        del got, want
-        if self.device.type == "cuda" and request["handover"].get("kind") == handover.IPC:
-            torch.cuda.ipc_collect()
+                    "message": f"outputs unreadable: {type(exc).__name__}: {str(exc)[:500]}", "fingerprint": None}
+        try:
+            result = correctness.compare_trial(want, got, problem.tolerances, problem.degenerate[set_index],
+                                               problem.degenerate_rel_l2)
+            received = harness.fingerprint([got])
+        except torch.cuda.OutOfMemoryError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - outputs that cannot even be compared are wrong outputs
+            return {"type": "compared", "passed": False, "max_abs_error": None,
+                    "message": f"outputs could not be compared: {type(exc).__name__}: {str(exc)[:500]}",
+                    "fingerprint": None}
+        finally:
+            del got, want
+            if self.device.type == "cuda" and ipc:
+                torch.cuda.ipc_collect()
         return {"type": "compared", **result.__dict__, "fingerprint": received}
+
+    def _import(self, request: dict, problem: Problem, set_index: int, trial: int, ipc: bool) -> list[torch.Tensor]:
+        try:
+            return handover.import_outputs(
+                request["handover"], self.device, outputs_dir=request["outputs_dir"], set_index=set_index,
+                trial=trial, ipc_min_bytes=request["ipc_min_bytes"],
+                max_file_bytes=FILE_SLACK_FACTOR * problem.output_bytes + FILE_SLACK_BYTES)
+        except BaseException:
+            if self.device.type == "cuda" and ipc:
+                torch.cuda.ipc_collect()  # let go of the handles mapped before one was refused
+            raise
 
     # -- timing --------------------------------------------------------------------------------
     def time_reference(self, request: dict) -> dict:
@@ -209,32 +252,53 @@ class Judge:
             torch.cuda.empty_cache()
 
 
+def _malformed(error: str) -> dict:
+    return {"type": "malformed", "rule": messages.HANDOVER_RULE, "error": error}
+
+
+def answer(judge: Judge, request: dict) -> dict:
+    """One request's answer. Nothing a request holds ends the judge: a broken reference, an out-of-memory,
+    a malformed hand-over and a malformed request each get their answer."""
+    handlers = {"prepare": judge.prepare, "compare": judge.compare, "time": judge.time_reference}
+    op = request.get("op")
+    try:
+        if op == "stats":
+            return {"type": "stats", "counts": dict(judge.counts), "problems": len(judge.problems)}
+        if op in handlers:
+            return handlers[op](request)
+        return {"type": "error", "kind": "protocol", "error": f"unknown op {op!r}"}
+    except ReferenceFailure as exc:
+        judge.problems.pop(request.get("key"), None)
+        return {"type": "error", "kind": "reference", "error": str(exc)}
+    except torch.cuda.OutOfMemoryError as exc:
+        # A prepared task stays: running out of memory says nothing against it, and the lane tries again.
+        if judge.device.type == "cuda":
+            torch.cuda.empty_cache()
+        return {"type": "error", "kind": "memory", "error": f"out of GPU memory in the judge: {exc}"}
+    except Exception as exc:  # noqa: BLE001 - a bad request (or a bug here) is answered, never fatal
+        judge.counts["request_errors"] += 1
+        return {"type": "error", "kind": "protocol",
+                "error": f"the judge could not answer {op!r}: {type(exc).__name__}: {str(exc)[:1000]}"}
+
+
 def serve(backend: str, control: protocol.Receiver, report_fd: int) -> int:
     judge = Judge(backend)
-    handlers = {"prepare": judge.prepare, "compare": judge.compare, "time": judge.time_reference}
     while True:
         try:
             request = control.receive()
         except protocol.ChannelClosed:
             return 0
+        except protocol.ProtocolError as exc:
+            # Only the trusted server writes here (candidates' messages are checked and rebuilt before they
+            # reach a request), and it cannot send such a frame; after one the channel cannot be trusted.
+            protocol.send(report_fd, {"type": "error", "kind": "protocol", "error": str(exc), "id": None})
+            return 1
         started = time.monotonic()
-        op = request.get("op")
+        reply = answer(judge, request)
         try:
-            if op == "stats":
-                answer = {"type": "stats", "counts": dict(judge.counts), "problems": len(judge.problems)}
-            elif op in handlers:
-                answer = handlers[op](request)
-            else:
-                answer = {"type": "error", "kind": "protocol", "error": f"unknown op {op!r}"}
-        except ReferenceFailure as exc:
-            judge.problems.pop(request.get("key"), None)
-            answer = {"type": "error", "kind": "reference", "error": str(exc)}
-        except torch.cuda.OutOfMemoryError as exc:
-            # A prepared task stays: running out of memory says nothing against it, and the lane tries again.
-            if judge.device.type == "cuda":
-                torch.cuda.empty_cache()
-            answer = {"type": "error", "kind": "memory", "error": f"out of GPU memory in the judge: {exc}"}
-        judge.tidy()
-        answer["id"] = request.get("id")
-        answer["duration_s"] = round(time.monotonic() - started, 6)
-        protocol.send(report_fd, answer)
+            judge.tidy()
+        except Exception:  # noqa: BLE001 - giving memory back is best effort
+            pass
+        reply["id"] = request.get("id")
+        reply["duration_s"] = round(time.monotonic() - started, 6)
+        protocol.send(report_fd, reply)

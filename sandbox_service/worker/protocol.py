@@ -41,8 +41,9 @@ def send(fd: int, message: dict[str, Any]) -> None:
 class Receiver:
     """Reads whole messages from a descriptor, with an optional deadline per read."""
 
-    def __init__(self, fd: int):
+    def __init__(self, fd: int, max_bytes: int = MAX_MESSAGE_BYTES):
         self.fd = fd
+        self.max_bytes = max_bytes  # frames larger than this are refused (ProtocolError) before being read
         self._buffer = bytearray()
 
     def _fill(self, size: int, deadline: float | None) -> None:
@@ -63,15 +64,15 @@ class Receiver:
         deadline = None if timeout is None else time.monotonic() + timeout
         self._fill(_HEADER.size, deadline)
         (size,) = _HEADER.unpack(self._buffer[: _HEADER.size])
-        if size > MAX_MESSAGE_BYTES:
-            raise ProtocolError(f"frame of {size} bytes exceeds {MAX_MESSAGE_BYTES}")
+        if size > self.max_bytes:
+            raise ProtocolError(f"frame of {size} bytes exceeds {self.max_bytes}")
         self._fill(_HEADER.size + size, deadline)
         data = bytes(self._buffer[_HEADER.size : _HEADER.size + size])
         del self._buffer[: _HEADER.size + size]
         try:
             message = json.loads(data)
-        except ValueError as exc:
-            raise ProtocolError(f"frame is not JSON: {exc}") from None
+        except (ValueError, RecursionError) as exc:  # nesting too deep for the decoder is garbage too
+            raise ProtocolError(f"frame is not JSON: {str(exc)[:200]}") from None
         if not isinstance(message, dict) or not isinstance(message.get("type"), str):
             raise ProtocolError("frame is not a message object with a 'type'")
         return message

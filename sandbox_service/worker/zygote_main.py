@@ -19,6 +19,7 @@ import select
 import signal
 import socket
 import sys
+import tempfile
 
 from sandbox_service import jail
 from sandbox_service.jail import privileges as jail_privileges
@@ -89,6 +90,7 @@ def _become_child(request: dict, fds: list[int], profile_dir: str | None) -> int
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])
+    tempfile.tempdir = None  # the template cached its own TMPDIR: a child's temporary files go to its own folder
     from sandbox_service.worker import child_main
 
     return child_main.serve(request["role"], request["backend"], ctrl_fd, report_fd, int(request["threads"]),

@@ -9,7 +9,7 @@ import dataclasses
 
 import pytest
 
-from sandbox_cases import CANCELLING, CORRECT, FIXTURES, HALF_REFERENCE, INCORRECT, REFERENCE
+from sandbox_cases import CANCELLING, CORRECT, FIXTURES, HALF_REFERENCE, INCORRECT, REFERENCE, forging
 from sandbox_service.evaluation import evaluate, run_isolated
 from sandbox_service.options import EvalOptions
 from sandbox_service.results import Status
@@ -111,6 +111,33 @@ def test_large_outputs_go_to_the_judge_through_cuda_ipc(gpu_lane):
     assert gpu_lane.ipc_min_bytes == IPC_MIN_BYTES  # no fall-back to files happened
     wrong = evaluate(LARGE, INCORRECT, OPTIONS, gpu_lane)
     assert wrong.status == Status.INCORRECT, wrong.error
+
+
+# Real IPC handles of the candidate's own tensor, with a storage that claims more than its allocation:
+# torch trusts those numbers, and before the check a judge that read them hit an illegal address (its CUDA
+# context lost, the judge restarted) or could be pointed at its own memory.
+_LYING_IPC = """
+from sandbox_service.worker.handover import _describe
+keep = torch.randn(8, 4096, device="cuda")
+item = _describe(keep)
+{change}
+_outputs(emit, job, {{"kind": "ipc", "tensors": [item]}})
+control.receive()
+"""
+
+
+@pytest.mark.parametrize("change", [
+    'item["meta"][2] = 1 << 34; item["shape"], item["stride"] = [1 << 32], [1]',
+    'item["meta"][3] = 1 << 36; item["meta"][2] = 1 << 30; item["shape"], item["stride"] = [1 << 28], [1]',
+], ids=["storage larger than its allocation", "storage offset past its allocation"])
+def test_ipc_handles_that_overstate_their_storage_are_a_cheat_and_the_judge_stays(gpu_lane, change):
+    restarts = sum(judge.restarts for judge in gpu_lane.judges)
+    result = run_isolated(REFERENCE, forging(_LYING_IPC.format(change=change)), OPTIONS, gpu_lane)
+    assert result.status == Status.CHEAT, (result.status, result.error)
+    assert "malformed-handover" in [v.rule for v in result.violations]
+    assert sum(judge.restarts for judge in gpu_lane.judges) == restarts
+    assert evaluate(REFERENCE, CORRECT, OPTIONS, gpu_lane).status == Status.OK
+    assert evaluate(REFERENCE, INCORRECT, OPTIONS, gpu_lane).status == Status.INCORRECT
 
 
 def test_candidates_load_launchers_built_by_the_trusted_builder(gpu_lane):

@@ -54,3 +54,12 @@ def test_oversized_messages_are_refused_by_the_sender():
     _, write = os.pipe()
     with pytest.raises(protocol.ProtocolError):
         protocol.send(write, {"type": "big", "blob": "x" * (protocol.MAX_MESSAGE_BYTES + 1)})
+
+
+def test_json_nested_too_deeply_to_decode_is_a_protocol_error():
+    """The decoder gives up with RecursionError, not ValueError: still garbage, not a crash of the reader."""
+    read, write = os.pipe()
+    payload = b"[" * 60_000
+    threading.Thread(target=os.write, args=(write, struct.pack(">I", len(payload)) + payload), daemon=True).start()
+    with pytest.raises(protocol.ProtocolError):
+        protocol.Receiver(read).receive(timeout=5)
