@@ -25,6 +25,18 @@ _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 Report = Callable[[str, str], None]
 
 
+# The arguments each path event changes: a copy's or a symbolic link's source is only read (or only text).
+_DESTINATION_ONLY = frozenset({"shutil.copyfile", "os.symlink"})
+
+
+def _written(event: str, args: tuple) -> tuple:
+    if event in _DESTINATION_ONLY:
+        return args[1:2]
+    if event in ("os.rename", "os.link", "shutil.move"):
+        return args[:2]
+    return args[:1]
+
+
 class EscapeAttempt(PermissionError):
     """Raised into the candidate's code where it tried to leave the jail."""
 
@@ -63,7 +75,7 @@ class Tripwire:
         if event == "open" and len(args) >= 3 and _is_write_open(args[1], args[2]) and not self.allowed_path(args[0]):
             return "jail-write-outside", f"tried to open {args[0]!r} for writing outside its folder"
         if event in PATH_EVENTS:
-            for path in args[:2]:
+            for path in _written(event, args):
                 if isinstance(path, (str, bytes, os.PathLike)) and not self.allowed_path(path):
                     return "jail-write-outside", f"tried {event} on {path!r} outside its folder"
         if event in ("os.kill", "os.killpg") and args and args[0] not in (self.pid, 0):

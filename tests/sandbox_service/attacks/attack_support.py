@@ -9,9 +9,10 @@ produced; an untrusted process may be taken over completely and the worst it can
   and a malformed message never yields `infra_error` for its sender;
 - nothing a candidate started is alive after its evaluation.
 
-Every process an attack starts names itself `atk-...` (prctl PR_SET_NAME) and writes `<pid>.pid` into the
-test's record folder (the placeholder __RECORD_DIR__), so that the test can tell whether it is still alive
-(pid present, not a zombie, same name: pid reuse cannot fool it) and kill it afterwards by its pid.
+Every process an attack starts names itself `atk-...` (prctl PR_SET_NAME), so that the test can tell whether
+one is still alive and kill it afterwards. An attack reports what it tried on its stdout (`attempted-...`
+lines), which the test reads from the evaluation's stdout tail: a jailed candidate writes no file outside its
+own folder, and no verdict ever reads its output.
 """
 
 from __future__ import annotations
@@ -55,7 +56,6 @@ def candidate(name: str, **placeholders: str) -> str:
     source = source.replace("# INCLUDE _honest_relu_model\n", _HONEST_RELU)
     for key, value in placeholders.items():
         source = source.replace(f"__{key}__", value)
-    assert "__RECORD_DIR__" not in source, f"{name}: give it a record folder"
     return source
 
 
@@ -118,57 +118,46 @@ def assert_not_ok(result: EvalResult) -> None:
 
 
 # -- what the attack started ---------------------------------------------------------------------------------
-def _state_and_name(pid: int) -> tuple[str, str] | None:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except (FileNotFoundError, ProcessLookupError, PermissionError):
-        return None
-    name = stat[stat.index("(") + 1: stat.rindex(")")]
-    state = stat[stat.rindex(")") + 2:].split()[0]
-    return state, name
+ATTACK_PREFIX = "atk-"
 
 
-def recorded(record_dir: Path) -> dict[int, str]:
-    """pid -> the `atk-...` name it gave itself, for every process the attack recorded."""
-    found = {}
-    for path in Path(record_dir).glob("*.pid"):
-        text = path.read_text().split()
-        if len(text) == 2:
-            found[int(text[0])] = text[1]
-    return found
-
-
-def survivors(record_dir: Path) -> list[str]:
-    """The recorded processes still alive (not zombies, still under their attack name)."""
+def survivors() -> list[str]:
+    """Processes an attack started that are still alive (named `atk-...`, not zombies)."""
     alive = []
-    for pid, name in recorded(record_dir).items():
-        seen = _state_and_name(pid)
-        if seen is not None and seen[0] != "Z" and seen[1] == name[:15]:
-            alive.append(f"{pid} ({name}, state {seen[0]})")
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except (FileNotFoundError, ProcessLookupError, PermissionError):
+            continue
+        name = stat[stat.index("(") + 1: stat.rindex(")")]
+        state = stat[stat.rindex(")") + 2:].split()[0]
+        if name.startswith(ATTACK_PREFIX) and state != "Z":
+            alive.append(f"{entry} ({name}, state {state})")
     return alive
 
 
-def kill_survivors(record_dir: Path) -> None:
-    """Clean-up after the assertion: kill, by pid, what the attack started and is still alive."""
-    for pid, name in recorded(record_dir).items():
-        seen = _state_and_name(pid)
-        if seen is not None and seen[0] != "Z" and seen[1] == name[:15]:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
+def kill_survivors() -> None:
+    """Clean-up after the assertion: kill what an attack started and is still alive."""
+    for described in survivors():
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(int(described.split()[0]), signal.SIGKILL)
 
 
-def attempted(record_dir: Path) -> list[str]:
-    """What the attack reports having tried (its code ran): a precondition that holds whether or not the sandbox
-    blocks the attack, so that a sandbox which stops it passes the test instead of failing a precondition."""
-    return sorted(p.name.removeprefix("attempted-") for p in Path(record_dir).glob("attempted-*"))
+def attempted(result: EvalResult) -> list[str]:
+    """What the attack reports having tried (its code ran), from its stdout: a precondition that holds whether or
+    not the sandbox blocks the attack, so that a sandbox which stops it passes the test."""
+    return sorted({line.removeprefix("attempted-") for line in result.stdout_tail.splitlines()
+                   if line.startswith("attempted-")})
 
 
-def nothing_survives(record_dir: Path, grace_s: float = 2.0) -> str | None:
-    """None when every process the attack recorded is gone (after `grace_s` for SIGKILLs in flight)."""
+def nothing_survives(grace_s: float = 2.0) -> str | None:
+    """None when no process an attack started is alive (after `grace_s` for SIGKILLs in flight)."""
     deadline = time.monotonic() + grace_s
-    while survivors(record_dir) and time.monotonic() < deadline:
+    while survivors() and time.monotonic() < deadline:
         time.sleep(0.1)
-    alive = survivors(record_dir)
+    alive = survivors()
     if alive:
         return f"processes the candidate started are alive {grace_s:.0f} s after its evaluation: {alive}"
     return None

@@ -1,4 +1,4 @@
-"""Fixtures of the attack tests: a record folder whose survivors are killed (by pid) after each test."""
+"""Fixtures of the attack tests: whatever an attack started and is still alive is killed after each test."""
 
 from __future__ import annotations
 
@@ -7,9 +7,7 @@ import pytest
 from attack_support import kill_survivors
 
 
-@pytest.fixture
-def record_dir(tmp_path):
-    folder = tmp_path / "started"
-    folder.mkdir()
-    yield folder
-    kill_survivors(folder)
+@pytest.fixture(autouse=True)
+def survivors_killed():
+    yield
+    kill_survivors()

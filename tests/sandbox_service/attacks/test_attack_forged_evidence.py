@@ -8,35 +8,45 @@ One forger is written to pass the static layer and goes through the full pipelin
 
 from __future__ import annotations
 
+import pytest
+
 from attack_support import FAST, RELU, assert_not_ok, candidate, dedicated_lane, describe
 from sandbox_service.evaluation import evaluate, run_isolated
 from sandbox_service.results import Status
 
+# Open (docs/security.md, "What is not yet guaranteed"): the harness runs in the candidate's process, so with
+# the static layer skipped a candidate reaches its objects. Strict: the day the executor lands they must pass.
+HARNESS_IN_THE_CANDIDATE_PROCESS = pytest.mark.xfail(
+    strict=True, reason="issue 20, open: the harness and its reporting run inside the candidate's own process")
 
-def test_wrong_kernel_reporting_the_references_outputs_through_the_runners_emit_is_not_ok(record_dir):
+
+@HARNESS_IN_THE_CANDIDATE_PROCESS
+def test_wrong_kernel_reporting_the_references_outputs_through_the_runners_emit_is_not_ok():
     """Frame walk to candidate_runner.run, the reference's outputs handed over as its own, a clean outputs_done."""
     with dedicated_lane() as lane:
-        result = run_isolated(RELU, candidate("forges_report_via_emit", RECORD_DIR=str(record_dir)), FAST, lane)
+        result = run_isolated(RELU, candidate("forges_report_via_emit"), FAST, lane)
     assert_not_ok(result)
 
 
-def test_wrong_kernel_writing_frames_with_the_nonce_found_by_the_garbage_collector_is_not_ok(record_dir):
+@HARNESS_IN_THE_CANDIDATE_PROCESS
+def test_wrong_kernel_writing_frames_with_the_nonce_found_by_the_garbage_collector_is_not_ok():
     """No frames: gc finds the emit closure (nonce, report descriptor) and the job; raw frames on the descriptor."""
     with dedicated_lane() as lane:
-        result = run_isolated(RELU, candidate("forges_frames_with_nonce_from_gc", RECORD_DIR=str(record_dir)),
+        result = run_isolated(RELU, candidate("forges_frames_with_nonce_from_gc"),
                               FAST, lane)
     assert_not_ok(result)
 
 
-def test_torch_compute_hidden_by_raising_the_monitors_launch_depth_is_not_ok(record_dir):
+@HARNESS_IN_THE_CANDIDATE_PROCESS
+def test_torch_compute_hidden_by_switching_the_monitor_off_is_not_ok():
     """torch.relu does the work while the monitor believes a Triton launch is running; a copy kernel follows."""
     with dedicated_lane() as lane:
-        result = run_isolated(RELU, candidate("blinds_runtime_monitor", RECORD_DIR=str(record_dir)), FAST, lane)
+        result = run_isolated(RELU, candidate("blinds_runtime_monitor"), FAST, lane)
     assert_not_ok(result)
     assert result.status == Status.CHEAT, describe(result)  # torch did the work: a runtime finding, not luck
 
 
-def test_wrong_kernel_forging_its_report_past_the_static_layer_is_not_ok(record_dir):
+def test_wrong_kernel_forging_its_report_past_the_static_layer_is_not_ok():
     """The full pipeline: traceback -> frames through getattr with computed names, in __init__ (no monitor scope);
     the reference's outputs reported as every trial's and a clean outputs_done."""
     with dedicated_lane() as lane:

@@ -22,10 +22,10 @@ MODES = ["ipc_garbage", "set_not_a_number", "trial_out_of_range", "handover_not_
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_malformed_message_fails_only_its_sender_and_changes_nothing_shared(mode, record_dir):
+def test_malformed_message_fails_only_its_sender_and_changes_nothing_shared(mode):
     with dedicated_lane() as lane:
         lane.ipc_min_bytes = IPC_MIN_BYTES  # as on a CUDA lane
-        result = run_isolated(RELU, candidate("sends_malformed_message", RECORD_DIR=str(record_dir), MODE=mode),
+        result = run_isolated(RELU, candidate("sends_malformed_message", MODE=mode),
                               FAST, lane)
         switched = (None if lane.ipc_min_bytes == IPC_MIN_BYTES else
                     f"one message from the candidate switched the lane's hand-over: ipc_min_bytes is now "

@@ -15,30 +15,30 @@ from attack_support import (
 from sandbox_service.evaluation import run_isolated
 
 
-def test_requests_injected_into_the_judge_cannot_make_wrong_outputs_pass(record_dir):
+def test_requests_injected_into_the_judge_cannot_make_wrong_outputs_pass():
     """The candidate evicts its task from the judge's cache and re-prepares it with an identity reference, through
     the judge's own pipes; its identity kernel and every later one would then match."""
     with dedicated_lane() as lane:
-        result = run_isolated(RELU, candidate("injects_judge_requests", RECORD_DIR=str(record_dir)), FAST, lane)
+        result = run_isolated(RELU, candidate("injects_judge_requests"), FAST, lane)
         later = lane_still_judges(lane)
-    assert attempted(record_dir), f"the attack did not run: {describe(result)}"
+    assert attempted(result), f"the attack did not run: {describe(result)}"
     assert_properties(not_ok(result), later)
 
 
-def test_frames_written_into_idle_siblings_verdict_pipes_cannot_fail_later_honest_kernels(record_dir):
+def test_frames_written_into_idle_siblings_verdict_pipes_cannot_fail_later_honest_kernels():
     """A frame without a nonce waits in an idle sibling's verdict pipe for the next evaluation that gets it."""
     with dedicated_lane() as lane:
-        result = run_isolated(RELU, candidate("poisons_sibling_verdict_pipes", RECORD_DIR=str(record_dir)), FAST, lane)
+        result = run_isolated(RELU, candidate("poisons_sibling_verdict_pipes"), FAST, lane)
         later = lane_still_judges(lane)
-    assert attempted(record_dir), f"the attack did not run: {describe(result)}"
+    assert attempted(result), f"the attack did not run: {describe(result)}"
     assert_properties(later)
 
 
-def test_signals_to_idle_siblings_and_the_judge_cannot_fail_later_honest_kernels(record_dir):
+def test_signals_to_idle_siblings_and_the_judge_cannot_fail_later_honest_kernels():
     """SIGSTOP to every idle sibling, SIGKILL to the judge. The later evaluations get 8 s each (a stopped sibling
     would otherwise cost the default 20 s)."""
     with dedicated_lane() as lane:
-        result = run_isolated(RELU, candidate("signals_lane_processes", RECORD_DIR=str(record_dir)), FAST, lane)
+        result = run_isolated(RELU, candidate("signals_lane_processes"), FAST, lane)
         later = lane_still_judges(lane, options=dataclasses.replace(FAST, timeout_s=8))
-    assert attempted(record_dir), f"the attack did not run: {describe(result)}"
+    assert attempted(result), f"the attack did not run: {describe(result)}"
     assert_properties(later)

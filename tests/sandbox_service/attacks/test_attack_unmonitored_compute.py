@@ -14,14 +14,14 @@ from attack_support import (
 from sandbox_service.evaluation import evaluate, run_isolated
 
 
-def test_grid_callable_computing_with_torch_inside_the_launch_is_not_ok(record_dir):
+def test_grid_callable_computing_with_torch_inside_the_launch_is_not_ok():
     """torch.relu in the grid callable (the static layer would flag it: run_isolated shows the runtime layer alone)."""
     with dedicated_lane() as lane:
         result = run_isolated(RELU, candidate("grid_callable_computes_with_torch"), FAST, lane)
     assert_not_ok(result)
 
 
-def test_grid_callable_computing_on_staged_tensors_passes_the_screens_and_is_not_ok(record_dir):
+def test_grid_callable_computing_on_staged_tensors_passes_the_screens_and_is_not_ok():
     """The full pipeline: the grid callable pops (input, output) from a module-level list and runs
     `out.copy_(x).relu_()`; the static layer does not type them as tensors, the monitor is inside a launch."""
     with dedicated_lane() as lane:
@@ -29,11 +29,10 @@ def test_grid_callable_computing_on_staged_tensors_passes_the_screens_and_is_not
     assert_not_ok(result)
 
 
-def test_helper_process_computing_through_shared_memory_is_not_ok_and_dies_with_the_candidate(record_dir):
+def test_helper_process_computing_through_shared_memory_is_not_ok_and_dies_with_the_candidate():
     """A forked helper computes torch.relu on shared buffers; the candidate's process runs only copy kernels."""
     with dedicated_lane() as lane:
-        result = run_isolated(RELU, candidate("helper_process_computes_through_shared_memory",
-                                              RECORD_DIR=str(record_dir)), FAST, lane)
-        survived = nothing_survives(record_dir)
-    assert attempted(record_dir), f"the attack did not run: {describe(result)}"
+        result = run_isolated(RELU, candidate("helper_process_computes_through_shared_memory"), FAST, lane)
+        survived = nothing_survives()
+    assert attempted(result), f"the attack did not run: {describe(result)}"
     assert_properties(not_ok(result), survived)

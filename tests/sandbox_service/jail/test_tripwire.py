@@ -49,6 +49,13 @@ def test_work_in_its_own_folder_is_not_an_escape(tmp_path):
     assert outcome.returncode == 0 and outcome.reports == [], outcome
 
 
+def test_a_copy_from_outside_into_its_folder_is_not_an_escape_but_a_copy_out_is(tmp_path):
+    wire = Tripwire([str(tmp_path)], lambda rule, message: None)
+    assert wire.classify("shutil.copyfile", ("/usr/lib/x.so", str(tmp_path / "x.so"))) is None
+    assert wire.classify("shutil.copyfile", (str(tmp_path / "x.so"), "/usr/lib/x.so"))[0] == "jail-write-outside"
+    assert wire.classify("os.rename", ("/etc/hostname", str(tmp_path / "h")))[0] == "jail-write-outside"
+
+
 def test_paths_through_symlinks_are_judged_where_they_lead(tmp_path):
     (tmp_path / "link").symlink_to("/etc")
     wire = Tripwire([str(tmp_path)], lambda rule, message: None)

@@ -1,13 +1,9 @@
 # ---- shared attack helpers (inlined by attack_support.candidate) ----
-RECORD_DIR = "__RECORD_DIR__"
-
-
 def _attempted(what):
-    """Tell the test the attack's code ran (written first: a sandbox that blocks the attack must still see it)."""
-    import os
-
-    with open(os.path.join(RECORD_DIR, f"attempted-{what}"), "w") as f:
-        f.write(str(os.getpid()))
+    """Tell the test the attack's code ran, on stdout (the test reads the evaluation's stdout tail, which no
+    verdict reads; a jailed candidate can write no file outside its own folder). First thing: a sandbox that
+    blocks the attack must still see it."""
+    print(f"attempted-{what}", flush=True)
 
 
 def _harness_frame():
@@ -23,13 +19,10 @@ def _harness_frame():
 
 
 def _name_and_record(name):
-    """Name this process `name` (ps, /proc/PID/stat) and record its pid for the test."""
+    """Name this process `name` (`atk-...`: the test finds what is still alive by that name in /proc)."""
     import ctypes
-    import os
 
     ctypes.CDLL(None).prctl(15, ctypes.c_char_p(name.encode()[:15]), 0, 0, 0)
-    with open(os.path.join(RECORD_DIR, f"{os.getpid()}.pid"), "w") as f:
-        f.write(f"{os.getpid()} {name}")
 
 
 def _detached(body):

@@ -1,6 +1,7 @@
 """Class 1 (forged evidence): PyTorch does the work (torch.relu) and the only Triton kernel is a copy. Forward
-finds the runtime monitor in the candidate runner's frame and raises its launch depth around the torch call, so
-the monitor takes torch.relu for the interpreter's own staging inside a Triton launch and records nothing."""
+finds the runtime monitor in the candidate runner's frame and tells it that forward is not running around the
+torch call (its `forward_open` flag; on a81bc5d it raised the monitor's launch depth instead), so the monitor
+records nothing: an in-process monitor is the candidate's to switch off."""
 import torch
 import torch.nn as nn
 import triton
@@ -21,11 +22,11 @@ class ModelNew(nn.Module):
 
     def forward(self, x):
         monitor = _harness_frame().f_locals["monitor"]
-        monitor._launch_depth += 1
+        monitor.forward_open = False
         try:
             y = torch.relu(x).flatten()
         finally:
-            monitor._launch_depth -= 1
+            monitor.forward_open = True
         n = y.shape[0]
         out = torch.empty(n, dtype=x.dtype, device=x.device)
         copy_1d[((n + 127) // 128,)](y, out, n, BLOCK=128)

@@ -51,8 +51,7 @@ def _poison_judge():
         ):
             protocol.send(requests, {**request, "type": "request", "id": f"attack-{request['op']}"})
             log.append(f"{judge} {request['op']}: {answers.receive(timeout=60).get('type')}")
-    with open(os.path.join(RECORD_DIR, "judge_answers.txt"), "w") as f:
-        f.write("\n".join(log))
+    print("judge_answers:", "\n".join(log), flush=True)
 
 
 class ModelNew(nn.Module):

@@ -38,8 +38,7 @@ def _plant():
     for folder in folders:
         with open(os.path.join(folder, "scipy.py"), "w") as f:
             f.write(PLANTED)
-    with open(os.path.join(RECORD_DIR, "planted.txt"), "w") as f:
-        f.write("\n".join(sorted(folders)))
+    print("planted:", "\n".join(sorted(folders)), flush=True)
 
 
 class ModelNew(nn.Module):
