@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
 from pathlib import Path
 
+from sandbox_service.jail import shared_writable
 from sandbox_service.jail.privileges import make_undumpable
 from sandbox_service.options import InputSet
 from sandbox_service.verifier.llm_judge import Judge as LLMJudge
@@ -76,6 +77,10 @@ class Lane:
         self.work_root = config.work_root
         self.llm_judge = config.llm_judge
         make_undumpable()  # the server's pipes and memory stay out of reach of same-user processes (jail/privileges.py)
+        for shared in shared_writable(config.backend):
+            if Path(config.work_root).resolve().is_relative_to(Path(shared).resolve()):
+                raise ValueError(f"a {config.backend} lane's work root cannot be under {shared}, which its jailed "
+                                 f"candidates may write (other evaluations' folders live in the work root)")
         self.gate = TimingGate()
         self.freezer = Freezer()
         budget = config.gpu_memory_bytes - config.judges * CONTEXT_BYTES * 3 if config.gpu_memory_bytes else 1 << 62

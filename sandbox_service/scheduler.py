@@ -118,7 +118,7 @@ class Scheduler:
     def __init__(self, config: SchedulerConfig):
         self.config = config
         self._owned_root = config.work_root is None
-        self.work_root = Path(config.work_root or tempfile.mkdtemp(prefix="tritonrl-sandbox-", dir=_memory_backed_dir()))
+        self.work_root = Path(config.work_root or tempfile.mkdtemp(prefix="tritonrl-sandbox-", dir=_memory_backed_dir(config.backend)))
         # Ready processes hide a fork and a CUDA context (about a second) behind the evaluations in flight.
         warm = 2 * config.workers_per_lane if config.warm_per_lane is None else config.warm_per_lane
         devices = config.gpus if config.backend == "cuda" else (None,)
@@ -228,8 +228,12 @@ class Scheduler:
 SHM_MIN_FREE_BYTES = 8 << 30
 
 
-def _memory_backed_dir() -> str | None:
-    """/dev/shm when it has room: candidate outputs pass through files, and RAM is faster than disk."""
+def _memory_backed_dir(backend: str) -> str | None:
+    """/dev/shm when it has room: candidate outputs pass through files, and RAM is faster than disk. Never on a
+    CUDA lane, whose jailed candidates may write /dev/shm (jail.shared_writable): the work root holds other
+    evaluations' folders."""
+    if backend == "cuda":
+        return None
     try:
         stats = os.statvfs("/dev/shm")
     except OSError:

@@ -55,6 +55,17 @@ class JailSupport:
         return found
 
 
+# torch's CUDA IPC export (the hand-over of large outputs) creates its reference counter with shm_open, so a
+# CUDA process must be able to create files in /dev/shm. No trusted process reads anything there but the
+# reference counters a hand-over names, and the work root never lives there on a CUDA lane (scheduler.py).
+SHARED_MEMORY = "/dev/shm"
+
+
+def shared_writable(backend: str) -> list[str]:
+    """Folders an untrusted process of `backend` may write besides its own."""
+    return [SHARED_MEMORY] if backend == "cuda" and os.path.isdir(SHARED_MEMORY) else []
+
+
 def support() -> JailSupport:
     return JailSupport(landlock.abi_version(), seccomp.supported(), os.geteuid() == 0)
 

@@ -109,7 +109,7 @@ def _seal(job: dict, emit, control: protocol.Receiver, diagnostics: list[str]) -
 
     if job["backend"] == "cuda" and job.get("remote_build"):
         harness.install_remote_ptxas(_remote_ptxas(emit, control))
-    writable = [os.getcwd(), job["outputs_dir"], *diagnostics]
+    writable = [os.getcwd(), job["outputs_dir"], *jail.shared_writable(job["backend"]), *diagnostics]
     jail.seal(writable, lambda rule, message: emit("jail_violation", rule=rule, message=message))
 
 

@@ -75,7 +75,8 @@ def _become_child(request: dict, fds: list[int], profile_dir: str | None) -> int
     if request["role"] in jail.UNTRUSTED_ROLES:
         # Still one thread: every later one inherits it. A profile folder (diagnostics, chosen by whoever
         # started the server) is writable too.
-        for problem in jail.confine_files([request["cwd"], *([profile_dir] if profile_dir else [])]):
+        writable = [request["cwd"], *jail.shared_writable(request["backend"]), *([profile_dir] if profile_dir else [])]
+        for problem in jail.confine_files(writable):
             print(f"sandbox: {problem}", file=sys.stderr)
     name_process(f"trl-{request['role']}")
     devnull = os.open(os.devnull, os.O_RDONLY)

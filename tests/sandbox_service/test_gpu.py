@@ -253,7 +253,7 @@ def test_candidate_processes_make_their_context_during_timing_and_launch_nothing
 def test_a_jailed_cuda_candidate_compiles_through_the_builder_and_cannot_escape(gpu_lane):
     """On the GPU the candidate is sealed after its CUDA context: its kernel still compiles (ptxas and the
     launcher through the trusted builder) and runs, while starting a process kills it as a cheat."""
-    fresh = CORRECT.replace("BLOCK=1024", "BLOCK=512")  # a kernel no earlier test compiled
+    fresh = CORRECT.replace("1024", "512")  # block and grid: a kernel no earlier test compiled
     result = run_isolated(REFERENCE, fresh, OPTIONS, gpu_lane)
     assert result.status == Status.OK and result.speedup is not None, result.error
     escape = CORRECT.replace("    def forward(self, a, b):\n",
