@@ -19,6 +19,7 @@ an allow-list (fp fusion only; never extra ptxas flags from the request).
 
 from __future__ import annotations
 
+import collections
 import hashlib
 import inspect
 import os
@@ -55,6 +56,7 @@ def file_sha256(path: Path | str) -> str:
 
 
 MAX_PTX_BYTES = 64 << 20
+CUBIN_CACHE_ENTRIES = 4096  # compiled cubins kept in memory (a GRPO group's candidates often share kernels)
 
 
 class Builder:
@@ -62,6 +64,7 @@ class Builder:
         self.root = root
         self.config = _triton_build_config()
         self.built: dict[str, str] = {}  # content key -> SHA-256 of the module this process built for it
+        self.cubins: collections.OrderedDict[str, str] = collections.OrderedDict()  # request hash -> cubin (hex)
 
     def build(self, request: dict) -> dict:
         name, source = str(request["name"]), str(request["source"])
@@ -84,16 +87,23 @@ class Builder:
         if not (isinstance(ptx, str) and len(ptx) <= MAX_PTX_BYTES and isinstance(capability, int)
                 and 50 <= capability <= 200 and isinstance(fp_fusion, bool)):
             return {"type": "refused", "error": "malformed ptxas request"}
+        key = hashlib.sha256(f"{capability}\0{fp_fusion}\0{ptx}".encode()).hexdigest()
+        if key in self.cubins:  # this process compiled it: the same PTX and options give the same cubin
+            self.cubins.move_to_end(key)
+            return {"type": "cubin", "cubin": self.cubins[key]}
         from triton.backends.compiler import GPUTarget
         from triton.backends.nvidia.compiler import CUDABackend
 
         backend = CUDABackend(GPUTarget("cuda", capability, 32))
         options = backend.parse_options({"enable_fp_fusion": fp_fusion})
         try:
-            cubin = backend.make_cubin(ptx, {}, options, capability)
+            cubin = backend.make_cubin(ptx, {}, options, capability).hex()
         except Exception as exc:  # noqa: BLE001 - ptxas rejecting the candidate's PTX is its compile error
             return {"type": "failed", "error": f"{type(exc).__name__}: {exc}"[:4000]}
-        return {"type": "cubin", "cubin": cubin.hex()}
+        self.cubins[key] = cubin
+        if len(self.cubins) > CUBIN_CACHE_ENTRIES:
+            self.cubins.popitem(last=False)
+        return {"type": "cubin", "cubin": cubin}
 
     def _compile(self, name: str, source: str, target: Path) -> None:
         from triton.runtime import build as triton_build
