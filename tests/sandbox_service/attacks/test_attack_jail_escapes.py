@@ -167,3 +167,22 @@ def test_system_v_ipc_objects_do_not_outlive_the_evaluation_nor_reach_a_later_on
     reached = [line for line in read.stdout_tail.splitlines() if line.startswith("read-from-earlier-evaluation")]
     assert_properties(f"System V IPC objects outlived their evaluation: {left}" if left else None,
                       f"a later candidate read what an earlier one left: {reached}" if reached else None)
+
+
+def test_a_candidate_cannot_change_the_mode_of_the_work_root():
+    """BREACH. chmod(work_root, 0) through ctypes: neither Landlock (no right covers chmod) nor seccomp nor the
+    tripwire (only Python's os.chmod) stops it, and no verdict says `cheat` (the attacker's own evaluation fails as any
+    other would: it could make the change after its last hand-over). Later candidate processes
+    (uid 0 without capabilities here; the server's user elsewhere) cannot enter their folders: every later evaluation
+    of the lane fails (`infra_error`)."""
+    with dedicated_lane() as lane:
+        mode = lane.work_root.stat().st_mode & 0o7777
+        try:
+            result = run_isolated(RELU, candidate("chmods_outside_its_folder"), FAST, lane)
+            changed = lane.work_root.stat().st_mode & 0o7777
+            later = lane_still_judges(lane, runs=2)
+        finally:
+            os.chmod(lane.work_root, mode)
+    assert "chmod-work-root" in attempted(result), f"the attack did not run: {describe(result)}"
+    assert_properties(f"the candidate changed the work root's mode from {oct(mode)} to {oct(changed)} "
+                      f"(its own verdict: {describe(result)})" if changed != mode else None, later)
