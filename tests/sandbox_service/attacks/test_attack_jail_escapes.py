@@ -10,6 +10,7 @@ import ctypes
 import dataclasses
 import os
 import resource
+import tempfile
 import time
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from attack_support import (
     FAST, RELU, assert_properties, attempted, candidate, dedicated_lane, describe, lane_still_judges,
 )
 from sandbox_service.evaluation import run_isolated
+from sandbox_service.lane import Lane
 from sandbox_service.results import Status
 
 
@@ -46,6 +48,14 @@ def test_prlimit_on_the_template_cannot_fail_later_honest_kernels():
     writing their outputs (`runtime_error`), and a restarted judge would too."""
     verdict, later, stdout = _limits_attack("template")
     assert "attempted-prlimit-template" in stdout, f"the attack did not run: {verdict}"
+    assert_properties(later)
+
+
+def test_prlimit_on_idle_siblings_cannot_fail_later_honest_kernels():
+    """BREACH. prlimit64(sibling, RLIMIT_FSIZE, 0/0) on every idle pre-forked candidate process (no signal, no /proc
+    entry of theirs opened): the next honest evaluation that gets one dies of SIGXFSZ writing its outputs."""
+    verdict, later, stdout = _limits_attack("siblings")
+    assert "attempted-prlimit-siblings" in stdout and "RLIMIT_FSIZE 0" in stdout, f"the attack did not run: {verdict}"
     assert_properties(later)
 
 
@@ -186,3 +196,18 @@ def test_a_candidate_cannot_change_the_mode_of_the_work_root():
     assert "chmod-work-root" in attempted(result), f"the attack did not run: {describe(result)}"
     assert_properties(f"the candidate changed the work root's mode from {oct(mode)} to {oct(changed)} "
                       f"(its own verdict: {describe(result)})" if changed != mode else None, later)
+
+
+def test_files_in_a_memory_backed_work_root_count_against_the_memory_limit():
+    """BREACH. The server's work root is on /dev/shm when it has room (as here): 1.5 GB reserved with posix_fallocate
+    in the candidate's own folder, under a 1 GB memory limit, is RAM that neither the RSS watchdog nor RLIMIT_AS
+    sees; the evaluation comes back `ok`. At 64 GB a file (RLIMIT_FSIZE) a candidate fills the tmpfs and the host."""
+    options = dataclasses.replace(FAST, memory_limit_mb=1024)
+    with tempfile.TemporaryDirectory(prefix="tritonrl-attack-lane-", dir="/dev/shm") as root:
+        lane = Lane.create("interpreter", None, warm=1, work_root=Path(root))
+        try:
+            result = run_isolated(RELU, candidate("fills_its_own_folder", MB="1536"), options, lane)
+        finally:
+            lane.close()
+    assert "fill-own-folder" in attempted(result), f"the attack did not run: {describe(result)}"
+    assert result.status != Status.OK, f"1.5 GB of /dev/shm held under a 1 GB limit and still ok: {describe(result)}"

@@ -4,6 +4,7 @@ PR_SET_DUMPABLE 0 nor the dropped capabilities, seccomp (prlimit64 is not in its
 An honest ReLU kernel whose __init__ lowers the limits of a lane process, chosen by __TARGET__:
 - "template": RLIMIT_FSIZE 0 (soft and hard) on the template: every process it forks later inherits a hard limit
   of 0 (child_main.apply_limits cannot raise it), so a later candidate dies of SIGXFSZ writing its outputs;
+- "siblings": RLIMIT_FSIZE 0 on every idle pre-forked candidate process: the next evaluations that get them fail;
 - "judge": RLIMIT_NOFILE 5 on the judge: it can open no outputs file any more;
 - "server": RLIMIT_NOFILE 16 (soft only: the test restores its own process) on the server (the template's parent), which has more open: it can make no pipe for
   the next child.
@@ -50,6 +51,9 @@ def _lower_limits(target):
     template = os.getppid()
     if target == "template":
         print("template RLIMIT_FSIZE 0:", _prlimit(template, RLIMIT_FSIZE, 0, 0), flush=True)
+    elif target == "siblings":
+        for sibling in _processes("trl-candidate"):
+            print(f"sibling {sibling} RLIMIT_FSIZE 0:", _prlimit(sibling, RLIMIT_FSIZE, 0, 0), flush=True)
     elif target == "judge":
         for judge in _processes("trl-judge"):
             print(f"judge {judge} RLIMIT_NOFILE 5:", _prlimit(judge, RLIMIT_NOFILE, 5, 5), flush=True)
