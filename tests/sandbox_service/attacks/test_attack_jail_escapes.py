@@ -10,6 +10,7 @@ import ctypes
 import dataclasses
 import os
 import resource
+import socket
 import tempfile
 import time
 from pathlib import Path
@@ -59,7 +60,7 @@ def test_prlimit_on_idle_siblings_cannot_fail_later_honest_kernels():
     assert_properties(later)
 
 
-def test_prlimit_on_the_judge_cannot_make_later_evaluations_infra_error():
+def test_prlimit_on_the_judge_cannot_make_later_honest_kernels_cheats():
     """BREACH. prlimit64(judge, RLIMIT_NOFILE, 5/5): the judge can open no outputs file any more (EMFILE), which it
     reports as a malformed hand-over: every later honest (and wrong) evaluation of the lane is `cheat`
     (`malformed-handover`), for as long as the judge lives."""
@@ -211,3 +212,32 @@ def test_files_in_a_memory_backed_work_root_count_against_the_memory_limit():
             lane.close()
     assert "fill-own-folder" in attempted(result), f"the attack did not run: {describe(result)}"
     assert result.status != Status.OK, f"1.5 GB of /dev/shm held under a 1 GB limit and still ok: {describe(result)}"
+
+
+
+def test_a_unix_socket_outside_its_folder_cannot_be_reached():
+    """BREACH. A service of the host listening on a pathname Unix socket (here one the test makes in a folder of its
+    own; on a real host the container runtime's, the system bus, a database's...). The seccomp filter allows AF_UNIX
+    sockets, Landlock (ABI 7 here) has no right for connect() on a socket file and scopes only abstract sockets,
+    and the tripwire lets string addresses through: the candidate connects, sends, and is not reported."""
+    with tempfile.TemporaryDirectory(prefix="tritonrl-attack-service-") as folder:
+        path = os.path.join(folder, "service.sock")
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as service:
+            service.bind(path)
+            service.listen(1)
+            service.settimeout(0.2)
+            attempt = ("import socket\n"
+                       "    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)\n"
+                       f"    report('connect', s.connect_ex({path!r}))\n"
+                       "    report('send', s.send(b'hello from a jailed candidate'))")
+            with dedicated_lane() as lane:
+                result = run_isolated(RELU, candidate("makes_one_system_call", ATTEMPT=attempt), FAST, lane)
+            received = b""
+            with contextlib.suppress(OSError):
+                connection, _ = service.accept()
+                with connection:
+                    connection.settimeout(0.2)
+                    received = connection.recv(100)
+    assert "system-call" in attempted(result), f"the attack did not run: {describe(result)}"
+    assert not received, (f"the candidate reached a Unix socket outside its folder and sent {received!r} "
+                          f"(its verdict: {describe(result)})")
