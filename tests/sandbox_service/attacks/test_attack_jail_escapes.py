@@ -12,11 +12,12 @@ import os
 import resource
 import socket
 import tempfile
+import threading
 import time
 from pathlib import Path
 
 from attack_support import (
-    FAST, RELU, assert_properties, attempted, candidate, dedicated_lane, describe, lane_still_judges,
+    FAST, HONEST, RELU, assert_properties, attempted, candidate, dedicated_lane, describe, lane_still_judges, not_ok,
 )
 from sandbox_service.evaluation import run_isolated
 from sandbox_service.lane import Lane
@@ -241,3 +242,22 @@ def test_a_unix_socket_outside_its_folder_cannot_be_reached():
     assert "system-call" in attempted(result), f"the attack did not run: {describe(result)}"
     assert not received, (f"the candidate reached a Unix socket outside its folder and sent {received!r} "
                           f"(its verdict: {describe(result)})")
+
+
+def test_a_candidate_cannot_read_a_concurrent_evaluations_kernel():
+    """BREACH. Two evaluations of the ReLU task at once on one lane: an honest one (whose __init__ waits 3 s, as a
+    slow import would) and one without a kernel of its own that finds the honest one's candidate.py in the work
+    root, loads it and returns its outputs: `ok` for the copier. Reading other evaluations' files is not refused."""
+    slow_honest = HONEST.replace("class ModelNew(nn.Module):", "import time as _t\n_t.sleep(3)\n\n\nclass ModelNew(nn.Module):", 1)
+    with dedicated_lane(warm=2) as lane:
+        results = {}
+        honest = threading.Thread(target=lambda: results.setdefault("honest", run_isolated(RELU, slow_honest, FAST, lane)))
+        honest.start()
+        time.sleep(0.5)
+        results["copier"] = run_isolated(RELU, candidate("copies_a_concurrent_evaluations_kernel"), FAST, lane)
+        honest.join(60)
+    copier = results["copier"]
+    assert "copy-concurrent-kernel" in attempted(copier), f"the attack did not run: {describe(copier)}"
+    borrowed = [line for line in copier.stdout_tail.splitlines() if line.startswith("borrowed")]
+    assert_properties(f"the candidate loaded another evaluation's kernel ({borrowed}): {describe(copier)}"
+                      if borrowed else None, not_ok(copier))

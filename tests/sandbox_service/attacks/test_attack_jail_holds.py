@@ -141,3 +141,23 @@ def test_an_abstract_unix_socket_made_outside_cannot_be_reached(lane):
 
 def test_the_lane_still_judges_after_the_attempts(lane):
     assert_properties(lane_still_judges(lane, runs=3))
+
+
+def test_sigio_signals_routed_to_lane_processes_do_not_reach_them(lane):
+    """F_SETOWN(template or judge) + F_SETSIG(SIGKILL) + O_ASYNC on a pipe of its own, then a write: fcntl is not in
+    the seccomp table, and the kernel's own check (sigio_perm) passes for the same user; Landlock's signal scoping
+    (ABI 6+) drops the SIGKILL."""
+    attempt = ("import fcntl\n"
+               "    for target in [os.getppid()] + _processes('trl-judge'):\n"
+               "        r, w = os.pipe()\n"
+               "        report('setown', libc.fcntl(r, 8, target))\n"
+               "        report('setsig', libc.fcntl(r, 10, 9))\n"
+               "        fcntl.fcntl(r, fcntl.F_SETFL, fcntl.fcntl(r, fcntl.F_GETFL) | os.O_ASYNC)\n"
+               "        os.write(w, b'x')\n"
+               "    import time\n"
+               "    time.sleep(0.5)")
+    template = lane.zygote._popen.pid
+    result = run_isolated(RELU, candidate("makes_one_system_call", ATTEMPT=attempt), FAST, lane)
+    assert "system-call" in attempted(result), f"the attack did not run: {describe(result)}"
+    assert lane.zygote._popen.poll() is None and lane.zygote._popen.pid == template, "the template died"
+    assert result.status == Status.OK, describe(result)
