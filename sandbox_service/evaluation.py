@@ -13,13 +13,13 @@ is charged to the candidate; only what happens before its code runs, in the judg
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
 import logging
 import os
 import secrets
-import shutil
 import tempfile
 import threading
 import time
@@ -385,9 +385,8 @@ class _Evaluation:
         self.lane = lane
         self.cancel = cancel
         self.result = result
-        self.job_dir = Path(tempfile.mkdtemp(prefix="tritonrl-eval-", dir=lane.work_root))
-        (self.job_dir / "reference.py").write_text(reference_source)
-        (self.job_dir / "candidate.py").write_text(code)
+        self.sources = {"reference.py": reference_source, "candidate.py": code}
+        self.folder = Path()  # the candidate process's own folder, once it has one (_with_candidate)
         self.outputs_dir = ""  # the candidate's own folder, once it has one (_with_candidate)
         self.problem = ProblemRef.create(reference_source, input_sets, options)
         # This evaluation's IPC threshold (None: files only). A failed IPC hand-over changes it for this
@@ -429,7 +428,6 @@ class _Evaluation:
                 self.child.kill(wait=False)
                 self.result.stdout_tail = truncate(self.child.output(), 2000)
                 self.child.close(wait=False)
-            shutil.rmtree(self.job_dir, ignore_errors=True)
 
     def _run(self) -> None:
         started = time.monotonic()
@@ -450,9 +448,9 @@ class _Evaluation:
         return {
             "type": "job",
             "backend": lane.backend,
-            "reference_path": str(self.job_dir / "reference.py"),
+            "reference_path": str(self.folder / "reference.py"),
             "input_sets": list(self.problem.input_sets),
-            "candidate_path": str(self.job_dir / "candidate.py"),
+            "candidate_path": str(self.folder / "candidate.py"),
             "outputs_dir": self.outputs_dir,
             "seed": o.seed,
             "trials": o.trials,
@@ -472,7 +470,12 @@ class _Evaluation:
         self.acquire_s = time.monotonic() - waited
         child.watch_memory(self.options.memory_limit_mb)
         nonce = secrets.token_hex(16)
-        outputs = child.private_dir / "outputs"  # the one folder the jailed candidate may write
+        # Its sources and outputs live in its own folder, the only one the jailed candidate may read beyond the
+        # system's and the sandbox's (no other evaluation's files) and the only one it may write.
+        self.folder = child.private_dir
+        for name, source in self.sources.items():
+            (self.folder / name).write_text(source)
+        outputs = self.folder / "outputs"
         outputs.mkdir()
         # Resolved once, here: a hand-over must name a file directly in it (messages.check_output_path).
         self.outputs_dir = os.path.realpath(outputs)
@@ -526,11 +529,14 @@ class _Evaluation:
         expected = {"trial_outputs"} if self.handed_over < len(self.positions) else {"outputs_done"}
         if self.resend_due:
             expected = {"trial_outputs"}
-        if job["remote_build"]:
-            expected.add("build_request")
-            if job["backend"] == "cuda":
-                expected.add("ptxas_request")
-        return expected
+        return expected | self._builds_allowed(job)
+
+    @staticmethod
+    def _builds_allowed(job: dict) -> set[str]:
+        """Requests to the trusted builder, allowed whenever Triton may compile (during timing too)."""
+        if not job["remote_build"]:
+            return set()
+        return {"build_request", "ptxas_request"} if job["backend"] == "cuda" else {"build_request"}
 
     def _expect(self, kind: str, expected: set[str], message: dict) -> None:
         """A message the protocol does not expect here is the candidate's tampering with the channel."""
@@ -606,6 +612,9 @@ class _Evaluation:
             raise _Finish(Status.INFRA_ERROR, f"the judge answered a comparison with {answer.get('type')!r}")
         if ipc:
             self.child.send({"type": "continue"})
+        else:  # read: its space no longer counts against the candidate's limit (Child.watch_memory)
+            with contextlib.suppress(OSError):
+                os.unlink(message["handover"]["path"])  # checked to lie in the outputs folder (messages.py)
         position = (message["set"], message["trial"])
         self.trials[position] = answer
         self.handed_over += 1
@@ -706,11 +715,11 @@ class _Evaluation:
                     raise _Finish(Status.TIMEOUT, f"the candidate did not finish timing within "
                                                   f"{self.options.timeout_s:.0f} s") from None
                 kind = message["type"]
-                self._expect(kind, {"timing", "build_request"} if job["remote_build"] else {"timing"}, message)
+                self._expect(kind, {"timing"} | self._builds_allowed(job), message)
                 self.seen[kind] = message
                 self._failure(kind, message)
-                if kind == "build_request":
-                    self._build(message, deadline)
+                if kind in ("build_request", "ptxas_request"):
+                    self._build(kind, message, deadline)
                 elif kind == "timing":
                     break
             violations = [Violation(**v) for v in message["violations"]]

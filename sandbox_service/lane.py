@@ -18,8 +18,6 @@ import hashlib
 import json
 import logging
 import os
-import shutil
-import tempfile
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
@@ -157,7 +155,6 @@ class Lane:
         the budget in place of what it held for the previous reference (half the budget when the estimate is
         None: a full-size KernelBench problem can need tens of GB); it returns the seconds spent waiting for
         the memory. ChildStartError when the process cannot start."""
-        job_dir = Path(tempfile.mkdtemp(prefix=f"tritonrl-{role}-", dir=self.work_root))
         child = None
         held = contextlib.ExitStack()  # the current reference's needs
 
@@ -168,10 +165,11 @@ class Lane:
         # the process's CUDA context is held for its whole life
         with self.memory.reserve(CONTEXT_BYTES if self.backend == "cuda" else 0):
             try:
-                paths = [job_dir / f"reference_{index}.py" for index in range(len(reference_sources))]
+                child = self.spawn(role)
+                # in its own folder: a jailed process reads no other evaluation's files (jail/landlock.py)
+                paths = [child.private_dir / f"reference_{index}.py" for index in range(len(reference_sources))]
                 for path, source in zip(paths, reference_sources):
                     path.write_text(source)
-                child = self.spawn(role)
                 wait_ready(child, READY_TIMEOUT_S)
                 child.watch_memory(memory_limit_mb)
                 yield child, paths, hold
@@ -180,7 +178,6 @@ class Lane:
                 if child is not None:
                     child.close()  # before its memory is given back
                 held.close()
-                shutil.rmtree(job_dir, ignore_errors=True)
 
     def reference_bytes(self, estimate_bytes: int | None) -> int:
         """GPU memory to hold for one reference, beside its process's context: the estimate with room to

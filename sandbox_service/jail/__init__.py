@@ -27,7 +27,7 @@ DENIED_SYSCALL_SIGNAL = 31  # SIGSYS on Linux
 # The rules of the jail layer (violations with layer "jail"); each is an escape attempt, so `cheat`.
 JAIL_RULES = {
     "jail-denied-syscall": "killed by the kernel for a system call the jail denies (a new process, exec, "
-                           "ptrace, a signal to another process, a network socket...)",
+                           "ptrace, a signal to another process, a socket, System V IPC...)",
     "jail-process-start": "tried to start a process",
     "jail-write-outside": "tried to write outside its own folder",
     "jail-signal": "tried to signal another process",

@@ -1,4 +1,4 @@
-"""Landlock: an untrusted process may read the file system but write only under its own folders.
+"""Landlock: an untrusted process reads only the system, Python and the sandbox, and writes only its own folders.
 
 Landlock is an unprivileged Linux security module (5.13+): a process restricts itself, for good, and
 every thread and process it creates later inherits the restriction. It works the same with or without
@@ -6,8 +6,10 @@ root (root without capabilities, see `capabilities.py`, is confined like anyone)
 child before anything else runs there, while it has one thread.
 
 Rights handled: every file-system right of the kernel's ABI except IOCTL_DEV (the GPU is driven by ioctls
-on device files the process may open). Granted: read and execute everywhere; everything under the given
-writable folders; read and write on the GPU's and the null device files, and beneath the process's own
+on device files the process may open). Granted: read and execute beneath the system's folders, Python's
+prefixes and every folder on its import path (`readable_roots()`: never the work root, whose other evaluations'
+folders must stay unread: a candidate could otherwise load a concurrent evaluation's kernel); everything under
+the given writable folders; read and write on the GPU's and the null device files, and beneath the process's own
 `/proc/PID` (the CUDA driver writes there while it initialises: without it cuInit fails with error 304 on
 the lent H100s; a path through `/proc/PID/root`, `cwd` or `fd/N` is judged where it leads, as always). With ABI 6+ the process is also
 scoped: it cannot signal processes outside its domain or connect to abstract Unix sockets made outside it.
@@ -18,6 +20,7 @@ from __future__ import annotations
 import ctypes
 import glob
 import os
+import sys
 from collections.abc import Iterable
 
 _CREATE_RULESET, _ADD_RULE, _RESTRICT_SELF = 444, 445, 446  # the same number on every architecture
@@ -85,9 +88,28 @@ def _device_files() -> list[str]:
     return sorted({path for pattern in DEVICE_FILES for path in glob.glob(pattern)})
 
 
-def restrict(writable: Iterable[str], abi: int | None = None) -> int:
-    """Confine this process (and all it starts later): read everywhere, write only under `writable`.
-    Returns the ABI used. OSError if Landlock is missing or refuses."""
+# System folders a process may read (those that exist): libraries, the GPU driver, configuration, devices.
+SYSTEM_ROOTS = ("/usr", "/lib", "/lib32", "/lib64", "/libx32", "/bin", "/sbin", "/etc", "/opt", "/proc", "/sys",
+                "/dev")
+
+
+def readable_roots() -> list[str]:
+    """What an untrusted process may read: the system's folders, Python's prefixes and this process's import
+    path (the sandbox's own code, the virtual environment, carried wheels)."""
+    candidates = [*SYSTEM_ROOTS, sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix, *sys.path]
+    roots = []
+    for path in candidates:
+        if path and os.path.isabs(path) and os.path.exists(path):
+            real = os.path.realpath(path)
+            if real not in roots:
+                roots.append(real)
+    return roots
+
+
+def restrict(writable: Iterable[str], readable: Iterable[str] | None = None, abi: int | None = None) -> int:
+    """Confine this process (and all it starts later): read only beneath `readable` (default
+    `readable_roots()`), write only beneath `writable`. Returns the ABI used. OSError if Landlock is missing
+    or refuses."""
     abi = abi_version() if abi is None else abi
     if abi < 1:
         raise OSError("Landlock is not available in this kernel")
@@ -99,7 +121,7 @@ def restrict(writable: Iterable[str], abi: int | None = None) -> int:
     if ruleset < 0:
         raise OSError(ctypes.get_errno(), f"landlock_create_ruleset: {os.strerror(ctypes.get_errno())}")
     try:
-        rules = [("/", READ)]
+        rules = [(path, READ) for path in (readable_roots() if readable is None else readable)]
         rules += [(path, handled & ~(REFER if abi < 2 else 0)) for path in writable]
         rules += [(path, READ_FILE | WRITE_FILE) for path in _device_files()]
         rules.append((f"/proc/{os.getpid()}", READ_FILE | WRITE_FILE | READ_DIR | TRUNCATE))

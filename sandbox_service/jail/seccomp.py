@@ -10,8 +10,16 @@ an escape attempt (`cheat`, rule `jail-denied-syscall`). What is denied, and why
   the C library falls back to clone, whose flags the filter can read);
 - reaching other processes: ptrace, process_vm_readv/writev, kcmp, pidfd_*, process_madvise, and signals
   to any process but itself (kill, tgkill, rt_*sigqueueinfo checked against its own pid; tkill denied);
-- sockets other than AF_UNIX (no network), and the kernel's larger attack surfaces a kernel grader never
-  needs (namespaces, mounts, bpf, perf, io_uring, userfaultfd, keyrings, modules, handles, clocks).
+- sockets (no network, and no Unix socket of another process, which a path reaches whatever Landlock says;
+  `socketpair` stays: it only connects to itself), System V IPC and POSIX message queues (they outlive the
+  process), and the kernel's larger attack surfaces a kernel grader never needs (namespaces, mounts, bpf,
+  perf, io_uring, userfaultfd, keyrings, modules, handles, clocks).
+
+Answered EPERM instead (a library may try them on its own behalf; the attempt is harmless when refused):
+resource limits, priorities, CPU affinity and scheduling of any process but itself (`prlimit64`,
+`setpriority`, `ioprio_set`, `sched_set*`: the kernel lets a process of the same user change another's,
+undumpable or not), mode, owner and time changes of files (Landlock does not cover them, so a candidate could
+`chmod` the work root), and `memfd_create` (memory the RSS watchdog does not see).
 
 Built by hand as classic BPF through ctypes: the filter is a few dozen instructions and needs no library.
 Only x86-64 has a syscall table here; elsewhere `supported()` is False and the jail says so.
@@ -31,9 +39,9 @@ RET_KILL_PROCESS = 0x80000000
 RET_ALLOW = 0x7FFF0000
 RET_ERRNO = 0x00050000
 ENOSYS = 38
+EPERM = 1
 
 CLONE_THREAD = 0x00010000
-AF_UNIX = 1
 
 _SECCOMP_SET_MODE_FILTER = 1
 _SECCOMP_FILTER_FLAG_TSYNC = 1
@@ -62,6 +70,13 @@ X86_64 = {
     "io_uring_register": 427, "open_tree": 428, "move_mount": 429, "fsopen": 430, "fsconfig": 431, "fsmount": 432,
     "fspick": 433, "pidfd_open": 434, "clone3": 435, "pidfd_getfd": 438, "process_madvise": 440,
     "mount_setattr": 442,
+    "shmget": 29, "shmat": 30, "shmctl": 31, "semget": 64, "semop": 65, "semctl": 66, "shmdt": 67, "msgget": 68,
+    "msgsnd": 69, "msgrcv": 70, "msgctl": 71, "semtimedop": 220, "mq_open": 240, "mq_unlink": 241,
+    "mq_timedsend": 242, "mq_timedreceive": 243, "mq_notify": 244, "mq_getsetattr": 245,
+    "chmod": 90, "fchmod": 91, "chown": 92, "fchown": 93, "lchown": 94, "utime": 132, "utimes": 235,
+    "fchownat": 260, "futimesat": 261, "fchmodat": 268, "utimensat": 280, "fchmodat2": 452,
+    "setpriority": 141, "sched_setparam": 142, "sched_setscheduler": 144, "sched_setaffinity": 203,
+    "ioprio_set": 251, "prlimit64": 302, "sched_setattr": 314, "memfd_create": 319,
 }
 
 # Denied outright (everything else in the table has its own rule below).
@@ -72,8 +87,18 @@ DENIED = (
     "bpf", "perf_event_open", "userfaultfd", "io_uring_setup", "io_uring_enter", "io_uring_register", "add_key",
     "request_key", "keyctl", "init_module", "finit_module", "delete_module", "kexec_load", "kexec_file_load",
     "reboot", "swapon", "swapoff", "name_to_handle_at", "open_by_handle_at", "fanotify_init", "migrate_pages",
-    "move_pages", "acct", "settimeofday", "clock_settime", "adjtimex", "iopl", "ioperm", "quotactl",
+    "move_pages", "acct", "settimeofday", "clock_settime", "adjtimex", "iopl", "ioperm", "quotactl", "socket",
+    "shmget", "shmat", "shmctl", "semget", "semop", "semctl", "shmdt", "msgget", "msgsnd", "msgrcv", "msgctl",
+    "semtimedop", "mq_open", "mq_unlink", "mq_timedsend", "mq_timedreceive", "mq_notify", "mq_getsetattr",
 )
+# Answered EPERM whatever their arguments.
+REFUSED = ("chmod", "fchmod", "fchmodat", "fchmodat2", "chown", "fchown", "lchown", "fchownat", "utime", "utimes",
+           "futimesat", "utimensat", "memfd_create")
+# Answered EPERM unless their first argument names the process itself (0 or its pid).
+OWN_PROCESS_ONLY = ("prlimit64", "sched_setparam", "sched_setscheduler", "sched_setaffinity", "sched_setattr")
+# (which, who, ...): allowed only for which == 0 (the process: PRIO_PROCESS; IOPRIO_WHO_PROCESS is 1) and who
+# naming the process itself.
+WHO_PROCESS = {"setpriority": 0, "ioprio_set": 1}
 
 
 def supported() -> bool:
@@ -89,13 +114,20 @@ def _on_syscall(nr: int, block: list[bytes]) -> list[bytes]:
     return [_insn(_JEQ_K, 0, len(block), nr), *block]
 
 
-def _first_arg_is(values: list[int]) -> list[bytes]:
-    """Allow when the low 32 bits of the first argument are one of `values` (a pid_t), else kill."""
-    block = [_insn(_LD_W_ABS, 0, 0, _ARG0)]
+def _first_arg_is(values: list[int], otherwise: int = RET_KILL_PROCESS, arg: int = 0) -> list[bytes]:
+    """Allow when the low 32 bits of argument `arg` are one of `values` (a pid_t), else `otherwise`."""
+    block = [_insn(_LD_W_ABS, 0, 0, _ARG0 + 8 * arg)]
     for index, value in enumerate(values):
         remaining = len(values) - index - 1
-        block.append(_insn(_JEQ_K, remaining + 1, 0, value))  # to the ALLOW after the final KILL
-    return [*block, _insn(_RET_K, 0, 0, RET_KILL_PROCESS), _insn(_RET_K, 0, 0, RET_ALLOW)]
+        block.append(_insn(_JEQ_K, remaining + 1, 0, value))  # to the ALLOW after the final refusal
+    return [*block, _insn(_RET_K, 0, 0, otherwise), _insn(_RET_K, 0, 0, RET_ALLOW)]
+
+
+def _who_is_itself(which: int, pid: int) -> list[bytes]:
+    """(which, who) calls: allowed for `which` and who in {0, pid}, else EPERM."""
+    refuse = RET_ERRNO | EPERM
+    rest = _first_arg_is([0, pid], refuse, arg=1)
+    return [_insn(_LD_W_ABS, 0, 0, _ARG0), _insn(_JEQ_K, 1, 0, which), _insn(_RET_K, 0, 0, refuse), *rest]
 
 
 def build_program(pid: int, table: dict[str, int] = X86_64) -> bytes:
@@ -124,7 +156,12 @@ def build_program(pid: int, table: dict[str, int] = X86_64) -> bytes:
     program += _on_syscall(table["rt_sigqueueinfo"], _first_arg_is([pid]))
     program += _on_syscall(table["tgkill"], _first_arg_is([pid]))
     program += _on_syscall(table["rt_tgsigqueueinfo"], _first_arg_is([pid]))
-    program += _on_syscall(table["socket"], _first_arg_is([AF_UNIX]))
+    for name in REFUSED:
+        program += _on_syscall(table[name], [_insn(_RET_K, 0, 0, RET_ERRNO | EPERM)])
+    for name in OWN_PROCESS_ONLY:
+        program += _on_syscall(table[name], _first_arg_is([0, pid], RET_ERRNO | EPERM))
+    for name, which in WHO_PROCESS.items():
+        program += _on_syscall(table[name], _who_is_itself(which, pid))
     program.append(allow)
     return b"".join(program)
 

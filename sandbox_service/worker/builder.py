@@ -23,6 +23,7 @@ import collections
 import hashlib
 import inspect
 import os
+import re
 import shutil
 import sysconfig
 import tempfile
@@ -31,6 +32,27 @@ from pathlib import Path
 from sandbox_service.worker import protocol
 
 MAX_SOURCE_BYTES = 1 << 20
+# The headers Triton's launchers include. The source comes from the candidate's process, and a directive that
+# names a file (a FIFO in its folder, /dev/zero, a file only the builder may read) would have gcc read it here.
+ALLOWED_HEADERS = frozenset({
+    '"cuda.h"', "<cuda.h>", "<Python.h>", "<dlfcn.h>", "<stdalign.h>", "<stdbool.h>", "<stddef.h>", "<stdint.h>",
+    "<stdio.h>", "<stdlib.h>", "<string.h>", "<assert.h>", "<math.h>",
+})
+_FILE_DIRECTIVES = ("include", "include_next", "import", "embed")
+_COMMENT = re.compile(r"/\*.*?\*/|//[^\n]*", re.S)
+_DIRECTIVE = re.compile(r"^\s*#\s*(\w+)\s*(.*?)\s*$")
+
+
+def header_problem(source: str) -> str | None:
+    """Why `source` may not be compiled here (a header off the allow-list, or a spelling that hides one)."""
+    if "??=" in source or "%:" in source:
+        return "trigraphs or digraphs in a launcher's source"
+    text = _COMMENT.sub(" ", source.replace("\\\n", ""))
+    for line in text.splitlines():
+        found = _DIRECTIVE.match(line)
+        if found and found.group(1) in _FILE_DIRECTIVES and found.group(2) not in ALLOWED_HEADERS:
+            return f"#{found.group(1)} {found.group(2)[:200]} is not a header Triton's launchers include"
+    return None
 
 
 def _triton_build_config() -> dict[str, list[str]]:
@@ -70,6 +92,8 @@ class Builder:
         name, source = str(request["name"]), str(request["source"])
         if not name.replace("_", "").isalnum() or len(source) > MAX_SOURCE_BYTES:
             return {"type": "refused", "error": "bad module name or source too large"}
+        if problem := header_problem(source):
+            return {"type": "refused", "error": problem}
         wanted = {k: list(request.get(k) or []) for k in ("library_dirs", "include_dirs", "libraries")}
         if wanted != self.config:
             return {"type": "refused", "error": "build folders differ from the trusted builder's"}

@@ -74,3 +74,28 @@ def test_each_ptx_goes_through_ptxas_once(tmp_path, monkeypatch):
     other = builder.ptxas({"ptx": "a", "capability": 90, "enable_fp_fusion": False})
     assert first == again == {"type": "cubin", "cubin": b"cubin of a".hex()} and other["type"] == "cubin"
     assert calls == [("a", True, 90), ("a", False, 90)]
+
+
+HONEST_LAUNCHER = '#include "cuda.h"\n#include <stdbool.h>\n#define PY_SSIZE_T_CLEAN\n#include <Python.h>\n' \
+                  '#include <dlfcn.h>\nstatic int f(void) { return 0; }\n'
+
+
+@pytest.mark.parametrize("source", [
+    HONEST_LAUNCHER + '#include "/work/candidate/fifo"\n',
+    HONEST_LAUNCHER + "#include </dev/zero>\n",
+    HONEST_LAUNCHER + "  #  include_next \"/etc/shadow\"\n",
+    HONEST_LAUNCHER + '#\\\ninclude "/etc/shadow"\n',
+    HONEST_LAUNCHER + '#/* hidden */include "/etc/shadow"\n',
+    HONEST_LAUNCHER + '#define H "/dev/zero"\n#include H\n',
+    HONEST_LAUNCHER + '%:include "/dev/zero"\n',
+    HONEST_LAUNCHER + '#embed "/dev/zero"\n',
+])
+def test_a_launcher_that_names_another_file_is_refused_before_gcc_reads_it(tmp_path, monkeypatch, source):
+    builder = make_builder(tmp_path / "builds")
+    monkeypatch.setattr(builder, "_compile", lambda *a: pytest.fail("compiled a refused source"))
+    answer = builder.build({"name": "launcher", "source": source, **CONFIG})
+    assert answer["type"] == "refused", answer
+
+
+def test_an_honest_launcher_s_headers_pass():
+    assert builder_module.header_problem(HONEST_LAUNCHER) is None

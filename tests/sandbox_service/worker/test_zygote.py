@@ -91,3 +91,31 @@ def test_children_are_named_after_their_role(zygote):
         assert Path(f"/proc/{zygote._popen.pid}/comm").read_text().strip() == "trl-template"
     finally:
         child.close()
+
+
+def test_a_private_folder_of_any_depth_is_removed(tmp_path):
+    """A child may nest folders deeper than Python's recursion limit; the server removes them all the same."""
+    from sandbox_service.worker.process import remove_tree
+
+    root = tmp_path / "private"
+    path = root
+    os.mkdir(root)
+    for _ in range(1500):  # one mkdir at a time: os.makedirs itself recurses per level
+        path = path / "d"
+        os.mkdir(path)
+    (path / "payload").write_bytes(b"x")
+    (root / "link").symlink_to(tmp_path)  # removed as a link, never followed
+    remove_tree(root)
+    assert not root.exists() and tmp_path.exists()
+
+
+def test_a_folder_is_measured_by_the_space_its_files_take(tmp_path):
+    from sandbox_service.worker import process
+
+    (tmp_path / "a").mkdir()
+    with open(tmp_path / "a" / "big", "wb") as f:
+        f.write(b"x" * (3 << 20))
+    assert 3 <= process.folder_mb(tmp_path) < 4
+    for i in range(process.MAX_FOLDER_ENTRIES // 1000 + 1):
+        (tmp_path / f"f{i}").touch()
+    assert process.folder_mb(tmp_path) < 4
