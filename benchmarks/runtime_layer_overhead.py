@@ -39,6 +39,7 @@ def main() -> int:
 
     if args.backend == "interpreter":
         harness.enable_interpreter_autotune()
+        harness.backport_interpreter_fixes()
     device = harness.device_for("cuda" if args.backend == "cuda" else "interpreter")
     monitor = RuntimeMonitor(device)
     monitor.install()

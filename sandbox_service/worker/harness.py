@@ -32,6 +32,88 @@ def enable_interpreter_autotune() -> None:
     Autotuner.do_bench = property(lambda self: lambda kernel_call, quantiles: [1.0 for _ in quantiles])
 
 
+def backport_interpreter_fixes() -> None:
+    """Two upstream fixes for TRITON_INTERPRET=1 that older Triton/torch releases lack (the GPU image has
+    torch 2.11 + Triton 3.6 + NumPy 2.5); without them honest kernels end `runtime_error` in this lane.
+    Each behaves as the fixed release does, and is skipped where it cannot matter. No candidate has run yet.
+    """
+    _interpreter_index_squeezes()
+    _wrap_triton_accepts_interpreted_kernels()
+
+
+def _interpreter_index_squeezes() -> None:
+    """triton-lang/triton#9171 (fixed in later releases; 3.9 has it): the interpreter's `tl.tensor.__index__` is
+    `int(handle.data)`, and a scalar's data is a 1-element 1-d array, which NumPy >= 2.4 refuses to convert
+    (`TypeError: only 0-dimensional arrays can be converted to Python scalars`): `range(tl.cdiv(K, BLOCK))`
+    in a kernel fails. The fix converts `handle.data.squeeze()`; installed whenever NumPy refuses (on a Triton
+    that has the fix it is the same function)."""
+    import numpy as np
+
+    try:
+        int(np.ones(1))
+        return  # NumPy < 2.4 still converts it
+    except TypeError:
+        pass
+    try:
+        from triton.runtime import interpreter
+    except ImportError:
+        return
+    original = getattr(interpreter, "_patch_lang_tensor", None)
+    if original is None or getattr(original, "_squeezes_index", False):
+        return
+
+    def index(self) -> int:
+        return int(self.handle.data.squeeze())
+
+    def patch_lang_tensor(tensor, *args, **kwargs):  # (tensor, scope) on Triton 3.6+; the scope undoes it
+        original(tensor, *args, **kwargs)
+        scope = args[0] if args else kwargs.get("scope")
+        if scope is not None:
+            scope.set_attr(tensor, "__index__", index)
+        else:
+            tensor.__index__ = index
+
+    patch_lang_tensor._squeezes_index = True
+    interpreter._patch_lang_tensor = patch_lang_tensor
+
+
+def _wrap_triton_accepts_interpreted_kernels() -> None:
+    """pytorch/pytorch#152868 (fixed by #185597; torch 2.13 has it): `torch.library.wrap_triton` accepts only
+    JITFunction/Autotuner, and under TRITON_INTERPRET=1 `@triton.jit` makes an InterpretedFunction, so every
+    `triton_op` body raises "wrap_triton only works on functions annotated with triton.jit or
+    triton.autotune". The fix returns an interpreted kernel (or an autotuner/heuristics chain around one)
+    unchanged, for eager launch."""
+    try:
+        import torch._library.triton as torch_triton
+        from triton.runtime.autotuner import Autotuner, Heuristics
+        from triton.runtime.interpreter import InterpretedFunction
+    except ImportError:
+        return
+    original = torch_triton.wrap_triton
+    try:
+        original(InterpretedFunction(lambda: None))
+        return  # this torch already accepts it
+    except Exception:  # noqa: BLE001 - RuntimeError on torch 2.11; whatever it is, the wrapper below is right
+        pass
+
+    def wrap_triton(triton_kernel, /):
+        kernel, seen = triton_kernel, set()
+        while isinstance(kernel, (Autotuner, Heuristics)) and id(kernel) not in seen:
+            seen.add(id(kernel))
+            kernel = kernel.fn
+        if isinstance(kernel, InterpretedFunction):
+            return triton_kernel
+        return original(triton_kernel)
+
+    wrap_triton.__wrapped__ = original
+    wrap_triton.__doc__ = original.__doc__
+    for name, module in list(sys.modules.items()):  # torch.library and torch._library re-export it
+        if name == "torch" or name.startswith("torch."):
+            for attribute, value in list(getattr(module, "__dict__", {}).items()):
+                if value is original:
+                    setattr(module, attribute, wrap_triton)
+
+
 def prepare_template(backend: str, warmup: str = "all") -> list[str]:
     """First-use costs paid once in the template process, before it forks children (see child_main).
 
@@ -45,6 +127,7 @@ def prepare_template(backend: str, warmup: str = "all") -> list[str]:
     _import_child_modules()
     if backend != "cuda":
         enable_interpreter_autotune()
+        backport_interpreter_fixes()
         return warnings
     steps = []
     if warmup in ("all", "compiler", "driver"):
