@@ -658,6 +658,9 @@ class _Evaluation:
     def _verdict(self, outputs: dict, prepared: dict, started: float) -> bool:
         """Correctness and runtime layers; True when the candidate is to be timed."""
         result, options = self.result, self.options
+        if self.child.over_memory_limit(options.memory_limit_mb):
+            raise _Finish(Status.RUNTIME_ERROR, f"memory limit of {options.memory_limit_mb} MB exceeded "
+                                                "(resident memory and the files in its folder)")
         result.compiled = True
         result.triton_launches = int(outputs["launches"])
         compared = [self.trials.get((s, t)) for s in range(len(prepared["input_fingerprints"]))

@@ -238,6 +238,13 @@ class Child:
 
         threading.Thread(target=watch, daemon=True).start()
 
+    def over_memory_limit(self, limit_mb: int) -> bool:
+        """Its resident memory and its folder's files together, measured now (the watchdog samples: a quick
+        candidate can finish between two samples), past `limit_mb`."""
+        exceeded = self.rss_mb() + folder_mb(self.private_dir) > limit_mb
+        self.memory_exceeded = self.memory_exceeded or exceeded
+        return exceeded
+
     # -- messages ------------------------------------------------------------------------------
     def send(self, message: dict) -> None:
         protocol.send(self._ctrl_write, message)
@@ -313,7 +320,7 @@ class Child:
             self._on_close(self)
 
 
-FOLDER_EVERY_TICKS = 10
+FOLDER_EVERY_TICKS = 5
 MAX_FOLDER_ENTRIES = 100_000  # more than an honest candidate makes: beyond, the folder counts as over any limit
 
 

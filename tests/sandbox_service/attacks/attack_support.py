@@ -147,9 +147,13 @@ def kill_survivors() -> None:
 
 def attempted(result: EvalResult) -> list[str]:
     """What the attack reports having tried (its code ran), from its stdout: a precondition that holds whether or
-    not the sandbox blocks the attack, so that a sandbox which stops it passes the test."""
-    return sorted({line.removeprefix("attempted-") for line in result.stdout_tail.splitlines()
-                   if line.startswith("attempted-")})
+    not the sandbox blocks the attack, so that a sandbox which stops it passes the test. An evaluation the jail
+    ended at once may end before its stdout was read: the jail's own finding then shows the code ran."""
+    said = {line.removeprefix("attempted-") for line in result.stdout_tail.splitlines()
+            if line.startswith("attempted-")}
+    if not said and any(v.layer == "jail" for v in result.violations):
+        said = {"stopped-by-the-jail"}
+    return sorted(said)
 
 
 def nothing_survives(grace_s: float = 2.0) -> str | None:

@@ -86,7 +86,8 @@ WRITES = {
         "libc.symlink(os.path.join(work_root, 'planted-symlink').encode(), b'sl')\n"
         "    report('open', libc.open(b'sl', os.O_WRONLY | os.O_CREAT, 0o644))"),
     "openat on a descriptor of the work root": (
-        "d = os.open(work_root, os.O_RDONLY | os.O_DIRECTORY)\n"
+        "d = libc.open(work_root.encode(), os.O_RDONLY | os.O_DIRECTORY)\n"
+        "    report('open-dir', d)\n"  # refused too now: the work root is not even readable
         "    report('openat', libc.openat(d, b'planted-openat', os.O_WRONLY | os.O_CREAT, 0o644))"),
     "/proc/self/root": (
         "report('open', libc.open(('/proc/self/root' + os.path.join(work_root, 'planted-root')).encode(), "
