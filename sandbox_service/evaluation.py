@@ -20,6 +20,7 @@ import json
 import logging
 import os
 import secrets
+import shutil
 import tempfile
 import threading
 import time
@@ -579,11 +580,20 @@ class _Evaluation:
         if answer.get("type") == "failed" and kind == "build_request":
             raise _Finish(Status.COMPILE_ERROR, f"Triton's launcher did not compile: {answer.get('error', '')}")
         if kind == "build_request":
-            self.child.send({"type": "build_result", "path": answer["path"], "sha256": answer["sha256"]})
+            self.child.send({"type": "build_result", "path": self._hand_build(answer), "sha256": answer["sha256"]})
         else:
             self.child.send({"type": "ptxas_result", **{k: answer[k] for k in ("cubin", "error") if k in answer}})
         self.build_s += time.monotonic() - waited
         deadline.extend(time.monotonic() - waited)
+
+    def _hand_build(self, answer: dict) -> str:
+        """A copy of the trusted build in the candidate's own folder (a jailed candidate reads nothing in the work
+        root, where the builds are kept); the candidate loads it only if it has the build's SHA-256."""
+        source = Path(answer["path"])
+        target = self.folder / "builds" / answer["key"] / source.name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source, target)
+        return str(target)
 
     def _compare(self, message: dict) -> None:
         ipc = message["handover"]["kind"] == schema.IPC
