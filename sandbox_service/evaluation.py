@@ -53,6 +53,7 @@ MEMORY_WAITS_S = (2.0, 5.0, 10.0, 20.0)  # between tries of a judge out of GPU m
 MAX_BUILDS = 64  # trusted launcher builds (and cubins) per evaluation; beyond, a runtime error
 # A candidate's frames: the largest it sends honestly is a build request (C source of at most 1 MB).
 CANDIDATE_FRAME_BYTES = 4 << 20
+OUTPUT_WAIT_S = 1.0  # for the rest of a failed candidate's output, once it is killed
 
 
 def _out_of_memory(answer: dict) -> bool:
@@ -427,7 +428,9 @@ class _Evaluation:
             self._record_costs()
             if self.child is not None:
                 self.child.kill(wait=False)
-                self.result.stdout_tail = truncate(self.child.output(), 2000)
+                # A failed evaluation's output is worth the wait (it is killed just now); an ok one does not wait.
+                wait_s = 0.0 if self.result.status == Status.OK else OUTPUT_WAIT_S
+                self.result.stdout_tail = truncate(self.child.output(wait_s), 2000)
                 self.child.close(wait=False)
 
     def _run(self) -> None:

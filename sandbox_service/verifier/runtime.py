@@ -53,6 +53,7 @@ RUNTIME_RULES = {
     "verdict-channel-tampering": "a message on the verdict channel without this evaluation's nonce, or garbage",
     "outputs-changed-after-handover": "the outputs the judge read differ from the ones forward returned",
     "malformed-handover": "a trial's outputs handed to the judge wrongly described (path, symlink, IPC handles, layout)",
+    "malformed-build-request": "a launcher or ptxas request no honest Triton makes (the trusted builder refused it)",
 }
 
 # Aten operators that only allocate, view, move or re-lay out memory: glue, allowed in forward.

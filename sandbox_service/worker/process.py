@@ -65,6 +65,7 @@ class BoundedOutput:
 
     def __init__(self, limit: int):
         self.limit = limit
+        self.ended = threading.Event()  # set once the stream reached its end (the writer is gone)
         self.head = bytearray()
         self.tail = bytearray()
         self.total = 0
@@ -105,6 +106,7 @@ def drain_into(fd: int, sink: BoundedOutput) -> threading.Thread:
                 os.close(fd)
             except OSError:
                 pass
+            sink.ended.set()
 
     thread = threading.Thread(target=drain, daemon=True)
     thread.start()
@@ -214,7 +216,11 @@ class Child:
         self._lock = threading.Lock()
 
     # -- output and memory ---------------------------------------------------------------------
-    def output(self) -> str:
+    def output(self, wait_s: float = 0.0) -> str:
+        """What it printed so far; with `wait_s`, first waits that long at most for all of it (its end of the
+        pipe closes when it dies)."""
+        if wait_s:
+            self._output.ended.wait(wait_s)
         return self._output.text()
 
     def rss_mb(self) -> float:

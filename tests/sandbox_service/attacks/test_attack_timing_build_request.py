@@ -10,6 +10,7 @@ the candidate process and its message stream; the code under test is evaluation.
 from __future__ import annotations
 
 import contextlib
+from pathlib import Path
 
 from sandbox_service.evaluation import _Evaluation, _Finish
 from sandbox_service.options import EvalOptions
@@ -32,8 +33,11 @@ class _Lane:
     backend = "cuda"
     gate, freezer = _Gate(), _Freezer()
 
+    def __init__(self, built: Path):
+        self.built = built
+
     def build(self, message):
-        return {"type": "built", "path": "/nowhere/launcher.so", "sha256": "0" * 64}
+        return {"type": "built", "path": str(self.built), "key": "k", "sha256": "0" * 64}
 
 
 class _Child:
@@ -63,10 +67,15 @@ class _Deadline:
         pass
 
 
-def _evaluation() -> _Evaluation:
+def _evaluation(tmp_path: Path) -> _Evaluation:
+    built = tmp_path / "builds" / "launcher.so"
+    built.parent.mkdir()
+    built.write_bytes(b"a launcher")
     evaluation = _Evaluation.__new__(_Evaluation)
+    evaluation.folder = tmp_path / "candidate"  # the candidate's own folder, where its copy of the build goes
+    evaluation.folder.mkdir()
     evaluation.options = EvalOptions(trials=2, timeout_s=20)
-    evaluation.lane = _Lane()
+    evaluation.lane = _Lane(built)
     evaluation.cancel = None
     evaluation.result = EvalResult(status=Status.INFRA_ERROR, backend="cuda", trials=2)
     evaluation.child = _Child()
@@ -76,8 +85,8 @@ def _evaluation() -> _Evaluation:
     return evaluation
 
 
-def test_a_build_request_while_timed_is_not_infra_error():
-    evaluation = _evaluation()
+def test_a_build_request_while_timed_is_not_infra_error(tmp_path):
+    evaluation = _evaluation(tmp_path)
     try:
         evaluation._time(_Messages(), _Deadline(), {"remote_build": True, "backend": "cuda"})
     except _Finish as finish:
