@@ -389,7 +389,7 @@ class _Evaluation:
         self.result = result
         self.sources = {"reference.py": reference_source, "candidate.py": code}
         self.folder = Path()  # the candidate process's own folder, once it has one (_with_candidate)
-        self.outputs_dir = ""  # the candidate's own folder, once it has one (_with_candidate)
+        self.outputs_dir = ""  # its outputs folder, inside that one (resolved: messages.check_output_path)
         self.problem = ProblemRef.create(reference_source, input_sets, options)
         # This evaluation's IPC threshold (None: files only). A failed IPC hand-over changes it for this
         # evaluation alone; a malformed one is the candidate's cheat. The lane's setting is never changed here.

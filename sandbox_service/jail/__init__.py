@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import signal
 from collections.abc import Iterable
 
 from sandbox_service.jail import landlock, privileges, seccomp, tripwire
 
 UNTRUSTED_ROLES = frozenset({"candidate", "validator", "inductor"})
 # What a child killed by the seccomp filter dies of; the server reads it as an escape attempt.
-DENIED_SYSCALL_SIGNAL = 31  # SIGSYS on Linux
+DENIED_SYSCALL_SIGNAL = signal.SIGSYS
 
 # The rules of the jail layer (violations with layer "jail"); each is an escape attempt, so `cheat`.
 JAIL_RULES = {
@@ -64,6 +65,12 @@ SHARED_MEMORY = "/dev/shm"
 def shared_writable(backend: str) -> list[str]:
     """Folders an untrusted process of `backend` may write besides its own."""
     return [SHARED_MEMORY] if backend == "cuda" and os.path.isdir(SHARED_MEMORY) else []
+
+
+def writable_folders(own: str, backend: str, diagnostics: str | None = None) -> list[str]:
+    """Everything an untrusted process may write: its own folder, what its backend needs shared, and a
+    diagnostics folder when one is set. Landlock (at the fork) and the tripwire (at the seal) take the same."""
+    return [own, *shared_writable(backend), *([diagnostics] if diagnostics else [])]
 
 
 def support() -> JailSupport:

@@ -101,7 +101,7 @@ def _warm_up(control: protocol.Receiver, report_fd: int, device) -> bool:
     return True
 
 
-def _seal(job: dict, emit, control: protocol.Receiver, diagnostics: list[str]) -> None:
+def _seal(job: dict, emit, control: protocol.Receiver, diagnostics: str | None) -> None:
     """Last trusted steps before a candidate's code runs: route what needs a new process (ptxas) to the
     trusted builder, then the seccomp filter and the tripwire (sandbox_service.jail)."""
     from sandbox_service import jail
@@ -109,7 +109,7 @@ def _seal(job: dict, emit, control: protocol.Receiver, diagnostics: list[str]) -
 
     if job["backend"] == "cuda" and job.get("remote_build"):
         harness.install_remote_ptxas(_remote_ptxas(emit, control))
-    writable = [os.getcwd(), job["outputs_dir"], *jail.shared_writable(job["backend"]), *diagnostics]
+    writable = jail.writable_folders(os.getcwd(), job["backend"], diagnostics)  # outputs_dir lies in its folder
     jail.seal(writable, lambda rule, message: emit("jail_violation", rule=rule, message=message))
 
 
@@ -164,7 +164,7 @@ def serve(role: str, backend: str, ctrl_fd: int, report_fd: int, threads: int, p
     emit = _channel(report_fd, job.pop("nonce"), profile)
     apply_limits(job)
     if role == "candidate":
-        _seal(job, emit, control, [profile_dir] if profile_dir else [])
+        _seal(job, emit, control, profile_dir)
     try:
         runner.run(job, emit, control)
     except protocol.ChannelClosed:

@@ -330,48 +330,45 @@ FOLDER_EVERY_TICKS = 5
 MAX_FOLDER_ENTRIES = 100_000  # more than an honest candidate makes: beyond, the folder counts as over any limit
 
 
-def folder_mb(root: Path) -> float:
-    """Space the files under `root` take (allocated blocks, links not followed), without recursion."""
-    total, entries, stack = 0, 0, [str(root)]
+def _entries(root: Path):
+    """Every entry under `root`, parents before their children, without recursion (Python 3.11's
+    shutil.rmtree and os.walk recurse once per level: a folder nested deeper than the recursion limit raised
+    RecursionError) and without following links. A folder is listed whole before its entries are yielded."""
+    stack = [str(root)]
     while stack:
         try:
             scanned = list(os.scandir(stack.pop()))
         except OSError:
             continue
         for entry in scanned:
-            entries += 1
-            if entries > MAX_FOLDER_ENTRIES:
-                return float("inf")
-            try:
-                if entry.is_dir(follow_symlinks=False):
-                    stack.append(entry.path)
-                total += entry.stat(follow_symlinks=False).st_blocks * 512
-            except OSError:
-                continue
+            if entry.is_dir(follow_symlinks=False):
+                stack.append(entry.path)
+            yield entry
+
+
+def folder_mb(root: Path) -> float:
+    """Space the files under `root` take (allocated blocks, links not followed)."""
+    total = 0
+    for count, entry in enumerate(_entries(root), start=1):
+        if count > MAX_FOLDER_ENTRIES:
+            return float("inf")
+        with contextlib.suppress(OSError):
+            total += entry.stat(follow_symlinks=False).st_blocks * 512
     return total / (1 << 20)
 
 
 def remove_tree(root: Path) -> None:
-    """Delete a folder an untrusted process filled, without recursion (shutil.rmtree recurses once per level in
-    Python 3.11, so a folder nested 1,100 deep raised RecursionError and stayed) and without following links."""
-    stack = [(str(root), False)]
-    while stack:
-        path, emptied = stack.pop()
-        if emptied:
+    """Delete a folder an untrusted process filled: any depth, links removed and never followed."""
+    folders = [str(root)]
+    for entry in _entries(root):
+        if entry.is_dir(follow_symlinks=False):
+            folders.append(entry.path)
+        else:
             with contextlib.suppress(OSError):
-                os.rmdir(path)
-            continue
-        stack.append((path, True))
-        try:
-            entries = list(os.scandir(path))
-        except OSError:
-            continue
-        for entry in entries:
-            if entry.is_dir(follow_symlinks=False):
-                stack.append((entry.path, False))
-            else:
-                with contextlib.suppress(OSError):
-                    os.unlink(entry.path)
+                os.unlink(entry.path)
+    for folder in reversed(folders):  # children before their parents
+        with contextlib.suppress(OSError):
+            os.rmdir(folder)
 
 
 def make_private_dir(role: str, work_root: Path | None) -> Path:

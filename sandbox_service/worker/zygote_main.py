@@ -75,8 +75,7 @@ def _become_child(request: dict, fds: list[int], profile_dir: str | None) -> int
     if request["role"] in jail.UNTRUSTED_ROLES:
         # Still one thread: every later one inherits it. A profile folder (diagnostics, chosen by whoever
         # started the server) is writable too.
-        writable = [request["cwd"], *jail.shared_writable(request["backend"]), *([profile_dir] if profile_dir else [])]
-        for problem in jail.confine_files(writable):
+        for problem in jail.confine_files(jail.writable_folders(request["cwd"], request["backend"], profile_dir)):
             print(f"sandbox: {problem}", file=sys.stderr)
     name_process(f"trl-{request['role']}")
     devnull = os.open(os.devnull, os.O_RDONLY)
@@ -99,9 +98,9 @@ def _become_child(request: dict, fds: list[int], profile_dir: str | None) -> int
 
 
 def trusted_import_path() -> None:
-    """Keep on sys.path only folders that existed before any child ran, never the working folder (under the
-    work root, which children of earlier versions could write) nor relative entries. The template is
-    started with `python -P` as well, so its working folder was never prepended."""
+    """Keep on sys.path neither the working folder (under the work root, which children of earlier versions
+    could write) nor relative entries. The template is started with `python -P` as well, so its working
+    folder was never prepended."""
     cwd = os.getcwd()
     sys.path[:] = [p for p in sys.path if p and os.path.isabs(p) and os.path.realpath(p) != os.path.realpath(cwd)]
 
