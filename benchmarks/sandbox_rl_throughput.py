@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -100,6 +101,17 @@ def run_batch(client: SandboxClient, items: list, options: EvalOptions, concurre
     layer = {name: [l.duration_s for r in results.values() for l in r.layers if l.name == name] for name in LAYERS}
     failures = [f"{items[i].problem}/{items[i].variant}: {r.status.value}: {r.error[:300]}"
                 for i, r in sorted(results.items()) if r.status != Status.OK]
+    # Per candidate: the time the verdict used, and (new design) what the server's clock saw per run.
+    timed: dict[str, list[float]] = {}
+    outside: dict[str, list[float]] = {}
+    for i, r in results.items():
+        if r.candidate_time_us:
+            key = f"{items[i].problem}/{items[i].variant}"
+            timed.setdefault(key, []).append(r.candidate_time_us)
+            for l in r.layers:
+                found = re.search(r"server's clock saw ([0-9.]+) us per run", l.detail) if l.name == "timing" else None
+                if found and r.candidate_timing is not None:
+                    outside.setdefault(key, []).append(r.candidate_timing.median_us / max(float(found.group(1)), 1e-9))
     return {
         "evaluations": len(items),
         "wall_s": round(wall, 2),
@@ -114,6 +126,8 @@ def run_batch(client: SandboxClient, items: list, options: EvalOptions, concurre
                                  if role != "wall_s"},
         "server_cpu_share": round(role_cpu["server"] / role_cpu["wall_s"], 2) if role_cpu.get("server") else None,
         "failures": failures[:10],
+        "candidate_us": {k: round(statistics.median(v), 2) for k, v in sorted(timed.items())},
+        "executor_over_outside": {k: round(statistics.median(v), 3) for k, v in sorted(outside.items())},
     }
 
 
@@ -221,6 +235,13 @@ def main(argv: list[str] | None = None) -> int:
             old = report["baseline"][phase]["per_minute"]
             report[f"ratio_{phase}"] = round(new / old, 2)
             line += f", baseline {old}/min, ratio {new / old:.1f}x"
+        if "baseline" in report and report["new"][phase]["candidate_us"]:
+            new_us, old_us = report["new"][phase]["candidate_us"], report["baseline"][phase]["candidate_us"]
+            ratios = [new_us[k] / old_us[k] for k in new_us if old_us.get(k)]
+            if ratios:
+                report[f"timing_ratio_{phase}"] = round(statistics.median(ratios), 3)
+                line += (f"; candidate time new/baseline: median {statistics.median(ratios):.3f} "
+                         f"(min {min(ratios):.3f}, max {max(ratios):.3f}) over {len(ratios)} candidates")
         if "floor_per_minute" in report:
             report[f"floor_ratio_{phase}"] = round(new / report["floor_per_minute"], 2)
             line += f", {new / report['floor_per_minute']:.2f}x the process-per-evaluation floor"

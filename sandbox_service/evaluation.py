@@ -27,8 +27,9 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from sandbox_service.interface.program import check_program
 from sandbox_service.jail import DENIED_SYSCALL_SIGNAL, JAIL_RULES
-from sandbox_service.lane import Lane, reference_key
+from sandbox_service.lane import EXECUTOR_JOBS, Lane, reference_key
 from sandbox_service.options import EvalOptions, InputSet
 from sandbox_service.results import EvalResult, LayerResult, Outcome, Status, TimingStats, Violation, truncate
 from sandbox_service.verifier.format import check_format
@@ -37,7 +38,7 @@ from sandbox_service.verifier.runtime import RUNTIME_RULES
 from sandbox_service.verifier.static_rules import check_static
 from sandbox_service.worker import messages as schema
 from sandbox_service.worker.conversation import STREAM_EVENTS, Cancelled, Deadline, MessageStream
-from sandbox_service.worker.process import Child
+from sandbox_service.worker.process import Child, remove_tree
 from sandbox_service.worker.service import ServiceFailure
 from sandbox_service.worker.zygote import ChildStartError
 
@@ -54,6 +55,15 @@ MAX_BUILDS = 64  # trusted launcher builds (and cubins) per evaluation; beyond, 
 # A candidate's frames: the largest it sends honestly is a build request (C source of at most 1 MB).
 CANDIDATE_FRAME_BYTES = 4 << 20
 OUTPUT_WAIT_S = 1.0  # for the rest of a failed candidate's output, once it is killed
+# Where the candidate's process leaves its launch program (sandbox_service/untrusted/candidate.py).
+PROGRAM_FILE, CONSTANTS_FILE = "program.json", "constants.safetensors"
+MAX_PROGRAM_BYTES = 16 << 20
+_TRACER_MESSAGES = frozenset({"program", "unsupported", "compile_error", "runtime_error", "internal_error",
+                              "jail_violation"})
+# The candidate's time is the executor's (CUDA events, in a context the candidate's kernels run in), but never
+# less than this share of what the server's own clock saw per run around the same timed batch.
+OUTSIDE_FLOOR = 0.5
+STOP_WAIT_S = 5.0  # for a released executor's last message
 
 
 def _out_of_memory(answer: dict) -> bool:
@@ -85,22 +95,24 @@ class ProblemRef:
     trials: int
     tolerances: dict
     degenerate_rel_l2: float
+    trial_key: str  # the lane's secret: trial seeds no candidate can work out (harness.trial_seeds)
 
     @classmethod
-    def create(cls, reference_source: str, input_sets: Sequence[InputSet], options: EvalOptions) -> ProblemRef:
+    def create(cls, reference_source: str, input_sets: Sequence[InputSet], options: EvalOptions,
+               trial_key: str = "") -> ProblemRef:
         sets = tuple(s.to_dict() for s in input_sets)
         tolerances = {k: list(v) for k, v in options.tolerances.items()}
         identity = json.dumps([reference_source, sets, options.seed, options.trials, tolerances,
                                options.degenerate_rel_l2], sort_keys=True)
         key = hashlib.sha256(identity.encode()).hexdigest()
         return cls(key, reference_key(reference_source, input_sets), reference_source, sets, options.seed,
-                   options.trials, tolerances, options.degenerate_rel_l2)
+                   options.trials, tolerances, options.degenerate_rel_l2, trial_key)
 
     def prepare_request(self) -> dict:
         return {"op": "prepare", "key": self.key, "reference_source": self.reference_source,
                 "input_sets": list(self.input_sets),
                 "seed": self.seed, "trials": self.trials, "tolerances": self.tolerances,
-                "degenerate_rel_l2": self.degenerate_rel_l2}
+                "degenerate_rel_l2": self.degenerate_rel_l2, "trial_key": self.trial_key}
 
 
 class JudgeLink:
@@ -390,7 +402,7 @@ class _Evaluation:
         self.sources = {"reference.py": reference_source, "candidate.py": code}
         self.folder = Path()  # the candidate process's own folder, once it has one (_with_candidate)
         self.outputs_dir = ""  # its outputs folder, inside that one (resolved: messages.check_output_path)
-        self.problem = ProblemRef.create(reference_source, input_sets, options)
+        self.problem = ProblemRef.create(reference_source, input_sets, options, lane.trial_key)
         # This evaluation's IPC threshold (None: files only). A failed IPC hand-over changes it for this
         # evaluation alone; a malformed one is the candidate's cheat. The lane's setting is never changed here.
         self.ipc_min_bytes = lane.ipc_min_bytes
@@ -403,7 +415,10 @@ class _Evaluation:
         self.trials: dict[tuple[int, int], dict] = {}
         self.handover_changed: list[tuple[int, int]] = []
         self.seen: dict[str, dict] = {}
-        self.child: Child | None = None
+        self.child: Child | None = None  # the process of the current phase: the candidate's, then the executor
+        self.executor: Child | None = None
+        self.messages: MessageStream | None = None  # the executor's stream (its last message is read on release)
+        self.candidate_ran = False  # whether anything of the candidate's has run in `child` (its faults are its own)
         self.acquire_s = 0.0
         self.build_s = 0.0
 
@@ -426,12 +441,49 @@ class _Evaluation:
             self.result.error = truncate(finish.error)
         finally:
             self._record_costs()
-            if self.child is not None:
-                self.child.kill(wait=False)
+            child = self.child
+            if child is not None and child is self.executor and self._executor_reusable():
+                child.stop_watching()
+                remove_tree(self.folder)
+                if self._executor_stopped(child):
+                    self.lane.executors.release(child)
+                else:
+                    self.lane.executors.discard(child)
+            elif child is not None:
+                child.kill(wait=False)
                 # A failed evaluation's output is worth the wait (it is killed just now); an ok one does not wait.
                 wait_s = 0.0 if self.result.status == Status.OK else OUTPUT_WAIT_S
-                self.result.stdout_tail = truncate(self.child.output(wait_s), 2000)
-                self.child.close(wait=False)
+                if child is not self.executor:
+                    self.result.stdout_tail = truncate(child.output(wait_s), 2000)
+                if child is self.executor:
+                    self.lane.executors.discard(child)
+                else:
+                    child.close(wait=False)
+            if self.messages is not None:
+                self.messages.close()
+
+    def _executor_stopped(self, child: Child) -> bool:
+        """End the executor's job and see its last message, so that nothing of this job is left on the channel
+        for the next one (its reader stops at `stopped`)."""
+        try:
+            child.send({"type": "stop"})
+            deadline = Deadline(self.lane.freezer, STOP_WAIT_S)
+            while True:
+                message = self.messages.next(deadline, None)
+                if message["type"] == "stopped":
+                    return True
+                if message["type"] in STREAM_EVENTS:
+                    return False
+        except (OSError, TimeoutError):
+            return False
+
+    def _executor_reusable(self) -> bool:
+        """Only an executor whose evaluation ended cleanly serves again, and for a bounded number of them."""
+        child = self.executor
+        child.jobs = getattr(child, "jobs", 0) + 1
+        return (self.lane.backend == "cuda" and self.result.status in (Status.OK, Status.INCORRECT)
+                and not self.result.violations and not child.exited and child.jobs < EXECUTOR_JOBS
+                and not child.over_memory_limit(self.options.memory_limit_mb))
 
     def _run(self) -> None:
         started = time.monotonic()
@@ -454,7 +506,6 @@ class _Evaluation:
             "backend": lane.backend,
             "reference_path": str(self.folder / "reference.py"),
             "input_sets": list(self.problem.input_sets),
-            "candidate_path": str(self.folder / "candidate.py"),
             "outputs_dir": self.outputs_dir,
             "seed": o.seed,
             "trials": o.trials,
@@ -469,6 +520,14 @@ class _Evaluation:
         }
 
     def _with_candidate(self, prepared: dict, cancelled: Callable[[], bool]) -> None:
+        if not self.lane.executor_design:
+            self._in_process(prepared, cancelled)
+            return
+        program, constants = self._trace(cancelled)
+        self._execute(prepared, program, constants, cancelled)
+
+    def _in_process(self, prepared: dict, cancelled: Callable[[], bool]) -> None:
+        """The in-process design: one candidate process runs the harness, the trials and the timing."""
         waited = time.monotonic()
         self.child = child = self.lane.candidates.acquire(cancelled)
         self.acquire_s = time.monotonic() - waited
@@ -483,7 +542,7 @@ class _Evaluation:
         outputs.mkdir()
         # Resolved once, here: a hand-over must name a file directly in it (messages.check_output_path).
         self.outputs_dir = os.path.realpath(outputs)
-        job = self._job()
+        job = {**self._job(), "candidate_path": str(self.folder / "candidate.py")}
         check = schema.Schema(len(self.problem.input_sets) + 1, self.options.trials, self.outputs_dir,
                               self.ipc_min_bytes).check
         child.receiver.max_bytes = CANDIDATE_FRAME_BYTES
@@ -494,6 +553,109 @@ class _Evaluation:
             self._converse(messages, deadline, prepared, job)
         finally:
             messages.close()
+
+
+    def _trace(self, cancelled: Callable[[], bool]) -> tuple[dict, Path | None]:
+        """The candidate's own process (jailed, no GPU, no input values) turns forward into a launch program;
+        returns it, checked, with the path of its constants' file."""
+        waited = time.monotonic()
+        self.child = tracer = self.lane.candidates.acquire(cancelled)
+        self.acquire_s += time.monotonic() - waited
+        tracer.watch_memory(self.options.memory_limit_mb)
+        self.folder = tracer.private_dir
+        for name, source in self.sources.items():
+            (self.folder / name).write_text(source)
+        o = self.options
+        job = {"type": "job", "backend": self.lane.backend, "reference_path": str(self.folder / "reference.py"),
+               "candidate_path": str(self.folder / "candidate.py"), "input_sets": list(self.problem.input_sets),
+               "seed": o.seed, "device_properties": self.lane.device_properties, "memory_limit_mb": o.memory_limit_mb,
+               "file_limit_mb": 65536, "cpu_limit_s": int(o.timeout_s * 2) + 30}
+        nonce = secrets.token_hex(16)
+        tracer.receiver.max_bytes = CANDIDATE_FRAME_BYTES
+        check = schema.Schema(len(self.problem.input_sets) + 1, o.trials, str(self.folder), None).check
+        messages = MessageStream(tracer, nonce, check)
+        deadline = Deadline(self.lane.freezer, o.timeout_s)
+        self.candidate_ran = True
+        started = time.monotonic()
+        try:
+            tracer.send({**job, "nonce": nonce})
+            while True:
+                try:
+                    message = messages.next(deadline, self.cancel)
+                except TimeoutError:
+                    raise _Finish(Status.TIMEOUT, f"the candidate did not finish tracing within {o.timeout_s:.0f} s") from None
+                kind = message["type"]
+                if kind not in _TRACER_MESSAGES and kind not in STREAM_EVENTS:
+                    raise self._tampering(schema.CHANNEL_RULE, f"a {kind!r} message from the candidate's process")
+                self.seen[kind] = message
+                self._failure(kind, message)
+                if kind == "unsupported":
+                    raise _Finish(Status.RUNTIME_ERROR, f"unsupported: {message['error']}")
+                if kind == "program":
+                    break
+        finally:
+            messages.close()
+        program = self._read_program()
+        _layer(self.result, "trace", Outcome.PASSED, started,
+               f"{len(program['kernels'])} kernels, {sum(len(s['steps']) for s in program['sets'])} steps")
+        constants = self.folder / CONSTANTS_FILE
+        if program["constants"]:
+            if constants.is_symlink() or not constants.is_file() or \
+                    constants.stat().st_size > self.options.memory_limit_mb * (1 << 20):
+                raise self._tampering("malformed-program", "the program's constants are missing or too large")
+            return program, constants
+        return program, None
+
+    def _read_program(self) -> dict:
+        path = self.folder / PROGRAM_FILE
+        if path.is_symlink() or not path.is_file() or path.stat().st_size > MAX_PROGRAM_BYTES:
+            raise self._tampering("malformed-program", f"no program file of at most {MAX_PROGRAM_BYTES} bytes")
+        try:
+            program = json.loads(path.read_text())
+            check_program(program)
+        except (ValueError, RecursionError) as exc:
+            raise self._tampering("malformed-program", f"{type(exc).__name__}: {exc}") from None
+        return program
+
+    def _execute(self, prepared: dict, program: dict, constants: Path | None, cancelled: Callable[[], bool]) -> None:
+        """An executor (the GPU's, reused between evaluations) replays the program on the inputs; the judge
+        compares every trial's outputs; the executor's timing is checked against the server's clock."""
+        tracer, self.child = self.child, None
+        tracer.kill(wait=False)
+        self.result.stdout_tail = truncate(tracer.output(), 2000)
+        try:
+            self._start_executor(prepared, program, constants, cancelled)
+        finally:
+            tracer.close(wait=False)  # its folder (the constants) goes with it
+
+    def _start_executor(self, prepared: dict, program: dict, constants: Path | None,
+                        cancelled: Callable[[], bool]) -> None:
+        waited = time.monotonic()
+        self.child = executor = self.lane.executors.acquire(cancelled)
+        self.acquire_s += time.monotonic() - waited
+        self.executor = executor
+        self.candidate_ran = False
+        executor.watch_memory(self.options.memory_limit_mb)
+        self.folder = executor.private_dir / f"job-{secrets.token_hex(8)}"
+        self.folder.mkdir()
+        (self.folder / "reference.py").write_text(self.sources["reference.py"])
+        if constants is not None:
+            shutil.copyfile(constants, self.folder / CONSTANTS_FILE)
+        outputs = self.folder / "outputs"
+        outputs.mkdir()
+        # Resolved once, here: a hand-over must name a file directly in it (messages.check_output_path).
+        self.outputs_dir = os.path.realpath(outputs)
+        job = {**self._job(), "program": program, "folder": str(self.folder),
+               "constants_path": str(self.folder / CONSTANTS_FILE), "trial_key": self.lane.trial_key}
+        check = schema.Schema(len(self.problem.input_sets) + 1, self.options.trials, self.outputs_dir,
+                              self.ipc_min_bytes).check
+        executor.receiver.max_bytes = CANDIDATE_FRAME_BYTES
+        nonce = secrets.token_hex(16)
+        # Closed once the executor is released or discarded (run): its last message is read on this stream.
+        self.messages = messages = MessageStream(executor, nonce, check, last=frozenset({"stopped"}))
+        deadline = Deadline(self.lane.freezer, self.options.timeout_s)
+        executor.send({**job, "nonce": nonce})
+        self._converse(messages, deadline, prepared, job)
 
     def _converse(self, messages: MessageStream, deadline: Deadline, prepared: dict, job: dict) -> None:
         child = self.child
@@ -510,6 +672,8 @@ class _Evaluation:
             self._expect(kind, self._expected_now(job), message)
             self.seen[kind] = message
             self._failure(kind, message)
+            if kind == "inputs_ready":
+                self.candidate_ran = True  # the program's kernels run from here on
             if kind == "inputs_ready" and message["fingerprints"] != prepared["input_fingerprints"]:
                 raise _Finish(Status.INFRA_ERROR, "get_inputs() is not deterministic under a seed: the judge's and "
                                                   "the candidate process's inputs differ")
@@ -522,7 +686,10 @@ class _Evaluation:
             elif kind == "outputs_done":
                 if not self._verdict(message, prepared, started):
                     return
-                self._time(messages, deadline, job)
+                if self.lane.executor_design:
+                    self._time(messages, deadline, job)
+                else:
+                    self._time_in_process(messages, deadline, job)
                 return
 
     def _expected_now(self, job: dict) -> set[str]:
@@ -546,7 +713,7 @@ class _Evaluation:
         """A message the protocol does not expect here is the candidate's tampering with the channel."""
         if kind in STREAM_EVENTS or kind in ("internal_error", "jail_violation"):
             return
-        if kind in ("compile_error", "runtime_error") and "inputs_ready" in self.seen:
+        if kind in ("compile_error", "runtime_error", "rejected", "unsupported") and "inputs_ready" in self.seen:
             return
         if kind not in expected:
             raise self._tampering(schema.CHANNEL_RULE, f"a {kind!r} message where the protocol expects "
@@ -644,13 +811,19 @@ class _Evaluation:
             result.compiled = "trial" in message.get("phase", "") or message.get("phase") == "timing"
             raise _Finish(Status.RUNTIME_ERROR, f"{message.get('phase', '')}: {message.get('error', '')}")
         if kind == "internal_error":
-            status = Status.RUNTIME_ERROR if "inputs_ready" in self.seen else Status.INFRA_ERROR
+            status = Status.RUNTIME_ERROR if self.candidate_ran else Status.INFRA_ERROR
             raise _Finish(status, message.get("error", ""))
         if kind == "garbled":
             result.violations.append(Violation("runtime", "verdict-channel-tampering", message["error"]))
             raise _Finish(Status.CHEAT, "the candidate process wrote to the verdict channel")
         if kind == "malformed":
             raise self._tampering(message["rule"], message["error"])
+        if kind == "rejected":
+            rule = message["rule"] if message["rule"] in RUNTIME_RULES else "malformed-program"
+            result.violations.append(Violation("runtime", rule, truncate(message["error"], 500)))
+            raise _Finish(Status.CHEAT, f"the launch program was refused: {message['error']}")
+        if kind == "unsupported":
+            raise _Finish(Status.RUNTIME_ERROR, f"unsupported: {message['error']}")
         if kind == "jail_violation":
             rule = message.get("rule") if message.get("rule") in JAIL_RULES else "jail-escape-attempt"
             result.violations.append(Violation("jail", rule, truncate(str(message.get("message", "")), 500)))
@@ -663,10 +836,11 @@ class _Evaluation:
                 raise _Finish(Status.CHEAT, "the candidate made a system call the jail denies")
             if child.memory_exceeded:
                 raise _Finish(Status.RUNTIME_ERROR, f"memory limit of {options.memory_limit_mb} MB exceeded")
-            if "inputs_ready" not in self.seen:
-                raise _Finish(Status.INFRA_ERROR, f"candidate process {child.describe_exit()} before running any "
+            what = "candidate process" if child is not self.executor else "executor"
+            if not self.candidate_ran:
+                raise _Finish(Status.INFRA_ERROR, f"{what} {child.describe_exit()} before running any "
                                                   f"candidate code: {child.output()[-1500:]}")
-            raise _Finish(Status.RUNTIME_ERROR, f"candidate process {child.describe_exit()}: {child.output()[-1500:]}")
+            raise _Finish(Status.RUNTIME_ERROR, f"{what} {child.describe_exit()}: {child.output()[-1500:]}")
 
     def _verdict(self, outputs: dict, prepared: dict, started: float) -> bool:
         """Correctness and runtime layers; True when the candidate is to be timed."""
@@ -710,7 +884,6 @@ class _Evaluation:
         if not correct:
             raise _Finish(Status.INCORRECT, first)
         if not (options.time and self.lane.backend == "cuda"):
-            self.child.send({"type": "stop"})
             _layer(result, "timing", Outcome.SKIPPED, time.monotonic(),
                    "no GPU: the interpreter is not timed" if self.lane.backend != "cuda" else "not asked for")
             result.status = Status.OK
@@ -718,7 +891,57 @@ class _Evaluation:
         return True
 
     def _time(self, messages: MessageStream, deadline: Deadline, job: dict) -> None:
-        """The candidate timed with the GPU to itself; the reference's time from the judge (cached)."""
+        """The candidate timed with the GPU to itself; the reference's time from the judge (cached).
+
+        The executor times the replay with CUDA events, in a context the candidate's kernels run in, so the
+        figure is checked from outside: the server times, on its own clock, the same batch of runs and, just
+        before, the batch with nothing in it (the L2 flushes and synchronisations alone). The candidate's time
+        is never below OUTSIDE_FLOOR of what that difference leaves per run."""
+        waited = time.monotonic()
+        with self.lane.gate.exclusive(), self.lane.freezer.others_frozen(keep=self.child):
+            deadline.extend(time.monotonic() - waited)
+            started = time.monotonic()
+            empty_s = self._timed_order("calibrate", "calibrated", messages, deadline, job)
+            batch_s = self._timed_order("time", "timing", messages, deadline, job)
+            message = self.seen["timing"]
+            candidate = TimingStats(**message["candidate"])
+            reference = self.judge.time_reference(candidate.method)
+        calls = self.options.warmup_runs + self.options.timing_runs
+        outside_us = max(0.0, batch_s - empty_s) / max(1, calls) * 1e6
+        result = self.result
+        result.candidate_timing, result.ref_timing = candidate, reference
+        floor_us = OUTSIDE_FLOOR * outside_us
+        result.candidate_time_us = max(candidate.median_us, floor_us)
+        result.ref_time_us = reference.median_us
+        result.speedup = reference.median_us / max(result.candidate_time_us, 1e-9)
+        result.speedup_flagged = result.speedup > self.options.implausible_speedup
+        detail = f"{candidate.method}; the server's clock saw {outside_us:.1f} us per run"
+        if candidate.median_us < floor_us:
+            detail += f" (the executor's {candidate.median_us:.1f} us is below {OUTSIDE_FLOOR} of it: not used)"
+        _layer(result, "timing", Outcome.PASSED, started, detail)
+        result.status = Status.OK
+
+    def _timed_order(self, order: str, answer: str, messages: MessageStream, deadline: Deadline, job: dict) -> float:
+        """Send `order`, wait for `answer`; the seconds between, on the server's clock."""
+        started = time.monotonic()
+        self.child.send({"type": order})
+        while True:
+            try:
+                message = messages.next(deadline, self.cancel)
+            except TimeoutError:
+                raise _Finish(Status.TIMEOUT, f"the candidate did not finish timing within "
+                                              f"{self.options.timeout_s:.0f} s") from None
+            kind = message["type"]
+            self._expect(kind, {answer} | self._builds_allowed(job), message)
+            self.seen[kind] = message
+            self._failure(kind, message)
+            if kind in ("build_request", "ptxas_request"):
+                self._build(kind, message, deadline)
+            elif kind == answer:
+                return time.monotonic() - started
+
+    def _time_in_process(self, messages: MessageStream, deadline: Deadline, job: dict) -> None:
+        """The in-process design's timing: the candidate process times itself (its report is its word)."""
         waited = time.monotonic()
         with self.lane.gate.exclusive(), self.lane.freezer.others_frozen(keep=self.child):
             deadline.extend(time.monotonic() - waited)

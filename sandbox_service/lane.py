@@ -18,6 +18,7 @@ import hashlib
 import json
 import logging
 import os
+import secrets
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
@@ -34,7 +35,21 @@ from sandbox_service.worker.zygote import ChildStartError, Zygote, wait_ready
 
 log = logging.getLogger(__name__)
 
-CANDIDATE, VALIDATOR, INDUCTOR, JUDGE, BUILDER = "candidate", "validator", "inductor", "judge", "builder"
+CANDIDATE, TRACER, EXECUTOR, VALIDATOR, INDUCTOR, JUDGE, BUILDER = (
+    "candidate", "tracer", "executor", "validator", "inductor", "judge", "builder")
+# Which design evaluates candidates: "executor" (the candidate's Python traced without GPU or inputs, a trusted
+# executor replays the program) or "in-process" (the harness inside the candidate's process). The old design
+# stays the default until the executor meets issue 20's targets (docs/security.md); the server's environment
+# chooses.
+DESIGN_ENV = "TRITONRL_SANDBOX_DESIGN"
+EXECUTOR_DESIGN, IN_PROCESS_DESIGN = "executor", "in-process"
+# Evaluations one executor serves before it is replaced: a bound on how long anything a kernel left in its
+# CUDA context (which the executor cannot inspect) can last. Any failure replaces it at once.
+EXECUTOR_JOBS = 64
+# What candidate code asking torch.cuda about the device is told on a lane without one (an H100's figures).
+INTERPRETER_DEVICE = {"name": "cpu (triton interpreter)", "major": 9, "minor": 0, "multi_processor_count": 132,
+                      "total_memory": 80 << 30, "L2_cache_size": 50 << 20, "warp_size": 32,
+                      "max_threads_per_multi_processor": 2048, "regs_per_multiprocessor": 65536}
 CUDA_CHILD_THREADS = 4
 # CUDA IPC instead of a file for a trial's outputs from this size up (the copy through host memory and a
 # file costs about a second per GB; the IPC hand-over costs a round trip of milliseconds).
@@ -59,6 +74,18 @@ class LaneConfig:
     judges: int = 1
     gpu_memory_bytes: int = 0  # 0: no GPU memory budget (the interpreter)
     llm_judge: LLMJudge | None = None
+    design: str = IN_PROCESS_DESIGN
+
+
+def _device_properties(backend: str, gpu: int | None) -> dict:
+    """What candidate code is told when it asks torch.cuda about its device (it has none of its own)."""
+    if backend != "cuda":
+        return dict(INTERPRETER_DEVICE)
+    import torch
+
+    props = torch.cuda.get_device_properties(gpu or 0)
+    found = {key: getattr(props, key) for key in INTERPRETER_DEVICE if hasattr(props, key)}
+    return {**INTERPRETER_DEVICE, **found}
 
 
 def reference_key(reference_source: str, input_sets: Sequence[InputSet]) -> str:
@@ -103,11 +130,25 @@ class Lane:
         self.reference_sizes: dict[str, tuple[int, int]] = {}  # reference_key -> the same, measured by a validation
         self._builds: dict[str, Future] = {}
         self._builds_lock = threading.Lock()
-        self.candidates = CandidatePool(lambda: self.spawn(CANDIDATE), config.warm, config.starting)
+        if config.design not in (EXECUTOR_DESIGN, IN_PROCESS_DESIGN):
+            raise ValueError(f"unknown sandbox design {config.design!r}: {EXECUTOR_DESIGN} or {IN_PROCESS_DESIGN}")
+        self.executor_design = config.design == EXECUTOR_DESIGN
+        # Trial seeds no candidate can work out (harness.trial_seeds); the in-process design derives them from
+        # the evaluation seed alone, as its candidate process makes the inputs itself.
+        self.trial_key = secrets.token_hex(16) if self.executor_design else ""
+        self.device_properties = _device_properties(config.backend, config.gpu)
+        self.executors = None
+        if self.executor_design:
+            # The candidate's own processes never make a CUDA context: any number may start at once.
+            self.candidates = CandidatePool(lambda: self.spawn(TRACER), config.warm, max(1, config.warm))
+            self.executors = CandidatePool(lambda: self.spawn(EXECUTOR), config.warm, config.starting,
+                                           reusable=config.backend == "cuda")
+        else:
+            self.candidates = CandidatePool(lambda: self.spawn(CANDIDATE), config.warm, config.starting)
 
     @classmethod
     def create(cls, backend: str, gpu: int | None, warm: int, work_root: Path, llm_judge: LLMJudge | None = None,
-               judges: int | None = None, gpu_memory_fraction: float = 0.9) -> Lane:
+               judges: int | None = None, gpu_memory_fraction: float = 0.9, design: str | None = None) -> Lane:
         """A lane whose GPU memory budget is `gpu_memory_fraction` of the device, or what is free now if less
         (a trainer on the same GPU holds its share); no budget on the interpreter."""
         memory = 0
@@ -119,16 +160,19 @@ class Lane:
         starting = int(os.environ.get(CONTEXT_STARTS_ENV) or CONTEXT_STARTS)
         return cls(LaneConfig(backend, gpu, Path(work_root), warm=warm, starting=starting,
                               judges=judges or (4 if backend == "cuda" else 1), gpu_memory_bytes=memory,
-                              llm_judge=llm_judge))
+                              llm_judge=llm_judge, design=design or os.environ.get(DESIGN_ENV) or IN_PROCESS_DESIGN))
 
     # -- processes -----------------------------------------------------------------------------
     def spawn(self, role: str) -> Child:
-        """A fresh untrusted process (candidate, validator or inductor), frozen whenever another one is timed:
-        from its fork on, or, for a CUDA candidate, once it has made its CUDA context (driver work that need not
-        stop while another process is timed) and before it launches a kernel (child_main._warm_up)."""
+        """A fresh jailed process (candidate, executor, validator or inductor). Those that use the GPU are frozen
+        whenever another one is timed: from the fork on, or, for a CUDA executor, once it has made its CUDA
+        context (driver work that need not stop while another process is timed) and before it launches a
+        kernel (child_main._warm_up). A candidate's own process has no GPU and is never frozen."""
         spec = self._candidate_spec if role == CANDIDATE else dataclasses.replace(self._candidate_spec, role=role)
         child = self.zygote.spawn(spec, on_close=self.freezer.unregister)
-        if role != CANDIDATE or self.backend != "cuda":
+        if role == TRACER:
+            return child
+        if role not in (CANDIDATE, EXECUTOR) or self.backend != "cuda":
             self.freezer.register(child)
             return child
         try:
@@ -139,7 +183,7 @@ class Lane:
             child.close()
             raise
         except OSError as exc:  # it died after `context`: a broken pipe
-            error = ChildStartError(f"a candidate process died after making its CUDA context ({exc}; "
+            error = ChildStartError(f"an executor died after making its CUDA context ({exc}; "
                                     f"{child.describe_exit()}): {child.output()[-1500:]}")
             child.close()
             raise error from None
@@ -253,6 +297,8 @@ class Lane:
 
     def close(self) -> None:
         self.candidates.close()
+        if self.executors is not None:
+            self.executors.close()
         for judge in self.judges:
             judge.close()
         if self.builder is not None:

@@ -21,7 +21,9 @@ from collections.abc import Iterable
 
 from sandbox_service.jail import landlock, privileges, seccomp, tripwire
 
-UNTRUSTED_ROLES = frozenset({"candidate", "validator", "inductor"})
+UNTRUSTED_ROLES = frozenset({"candidate", "tracer", "executor", "validator", "inductor"})
+# Jailed roles that never touch the GPU: the candidate's own Python traces its forward without CUDA.
+GPU_FREE_ROLES = frozenset({"tracer"})
 # What a child killed by the seccomp filter dies of; the server reads it as an escape attempt.
 DENIED_SYSCALL_SIGNAL = signal.SIGSYS
 
@@ -67,21 +69,23 @@ def shared_writable(backend: str) -> list[str]:
     return [SHARED_MEMORY] if backend == "cuda" and os.path.isdir(SHARED_MEMORY) else []
 
 
-def writable_folders(own: str, backend: str, diagnostics: str | None = None) -> list[str]:
-    """Everything an untrusted process may write: its own folder, what its backend needs shared, and a
-    diagnostics folder when one is set. Landlock (at the fork) and the tripwire (at the seal) take the same."""
-    return [own, *shared_writable(backend), *([diagnostics] if diagnostics else [])]
+def writable_folders(own: str, backend: str, diagnostics: str | None = None, gpu: bool = True) -> list[str]:
+    """Everything an untrusted process may write: its own folder, what its backend needs shared (for a
+    process that uses the GPU), and a diagnostics folder when one is set. Landlock (at the fork) and the
+    tripwire (at the seal) take the same."""
+    return [own, *(shared_writable(backend) if gpu else []), *([diagnostics] if diagnostics else [])]
 
 
 def support() -> JailSupport:
     return JailSupport(landlock.abi_version(), seccomp.supported(), os.geteuid() == 0)
 
 
-def confine_files(writable: Iterable[str]) -> list[str]:
-    """The file-system half, in a fresh single-threaded child. Returns what could not be applied."""
+def confine_files(writable: Iterable[str], gpu: bool = True) -> list[str]:
+    """The file-system half, in a fresh single-threaded child (`gpu`: may it open the GPU). Returns what
+    could not be applied."""
     problems = []
     try:
-        landlock.restrict(list(writable))
+        landlock.restrict(list(writable), gpu=gpu)
     except OSError as exc:
         problems.append(f"landlock: {exc}")
     if os.geteuid() == 0:

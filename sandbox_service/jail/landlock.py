@@ -88,6 +88,10 @@ def _device_files() -> list[str]:
     return sorted({path for pattern in DEVICE_FILES for path in glob.glob(pattern)})
 
 
+def _is_gpu_file(path: str) -> bool:
+    return path.startswith("/dev/nvidia")
+
+
 # System folders a process may read (those that exist): libraries, the GPU driver, configuration, devices.
 SYSTEM_ROOTS = ("/usr", "/lib", "/lib32", "/lib64", "/libx32", "/bin", "/sbin", "/etc", "/opt", "/proc", "/sys",
                 "/dev")
@@ -106,10 +110,12 @@ def readable_roots() -> list[str]:
     return roots
 
 
-def restrict(writable: Iterable[str], readable: Iterable[str] | None = None, abi: int | None = None) -> int:
+def restrict(writable: Iterable[str], readable: Iterable[str] | None = None, abi: int | None = None,
+             gpu: bool = True) -> int:
     """Confine this process (and all it starts later): read only beneath `readable` (default
-    `readable_roots()`), write only beneath `writable`. Returns the ABI used. OSError if Landlock is missing
-    or refuses."""
+    `readable_roots()`), write only beneath `writable`, and open the GPU's device files only with `gpu`
+    (the driver opens them read-write: without the rule no CUDA context can be made). Returns the ABI used.
+    OSError if Landlock is missing or refuses."""
     abi = abi_version() if abi is None else abi
     if abi < 1:
         raise OSError("Landlock is not available in this kernel")
@@ -123,7 +129,7 @@ def restrict(writable: Iterable[str], readable: Iterable[str] | None = None, abi
     try:
         rules = [(path, READ) for path in (readable_roots() if readable is None else readable)]
         rules += [(path, handled & ~(REFER if abi < 2 else 0)) for path in writable]
-        rules += [(path, READ_FILE | WRITE_FILE) for path in _device_files()]
+        rules += [(path, READ_FILE | WRITE_FILE) for path in _device_files() if gpu or not _is_gpu_file(path)]
         rules.append((f"/proc/{os.getpid()}", READ_FILE | WRITE_FILE | READ_DIR | TRUNCATE))
         for path, access in rules:
             _add_rule(libc, ruleset, path, access & handled)

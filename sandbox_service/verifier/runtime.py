@@ -54,6 +54,8 @@ RUNTIME_RULES = {
     "outputs-changed-after-handover": "the outputs the judge read differ from the ones forward returned",
     "malformed-handover": "a trial's outputs handed to the judge wrongly described (path, symlink, IPC handles, layout)",
     "malformed-build-request": "a launcher or ptxas request no honest Triton makes (the trusted builder refused it)",
+    "illegal-kernel": "a kernel in the launch program that is not only Triton (it names Python beyond Triton's language)",
+    "malformed-program": "a launch program no honest trace makes (the candidate tampered with its own process)",
 }
 
 # Aten operators that only allocate, view, move or re-lay out memory: glue, allowed in forward.

@@ -1,7 +1,12 @@
 """What a forked child does: get its device ready, say `ready`, then serve its role.
 
 Roles (each in its own fresh process, forked from the template):
-- candidate: one evaluation of untrusted code (`candidate_runner`), then the process is killed;
+- candidate: one evaluation of untrusted code with the harness in its process (`candidate_runner`), then the
+  process is killed (the design the executor replaces; docs/security.md);
+- tracer: the candidate's Python, without the GPU or any input value: it traces `ModelNew.forward` into a
+  launch program (sandbox_service/untrusted/), then the process is killed;
+- executor: checks launch programs and replays them on the real inputs (sandbox_service/executor/), one
+  evaluation at a time; on a GPU it keeps its CUDA context for many evaluations;
 - validator: one validation of a reference against itself (`validator`), then killed;
 - inductor: one reference compiled by TorchInductor into a standalone module (`inductor_runner`), then killed;
 - judge: long-lived, trusted code only: runs references and compares outputs (`judge`);
@@ -44,7 +49,9 @@ def prepare_template(backend: str) -> list[str]:
     monitor needs it); a forked child inherits all of it. Each step only saves time, so one that fails
     (another Triton version, say) is reported and skipped. `TRITONRL_TEMPLATE_WARMUP=none` skips all.
     """
-    from sandbox_service.worker import (  # noqa: F401 - once, here
+    from sandbox_service.executor import runner  # noqa: F401 - once, here
+    from sandbox_service.untrusted import candidate  # noqa: F401
+    from sandbox_service.worker import (  # noqa: F401
         builder, candidate_runner, harness, inductor_runner, judge, validator, warmup,
     )
 
@@ -101,16 +108,13 @@ def _warm_up(control: protocol.Receiver, report_fd: int, device) -> bool:
     return True
 
 
-def _seal(job: dict, emit, control: protocol.Receiver, diagnostics: str | None) -> None:
-    """Last trusted steps before a candidate's code runs: route what needs a new process (ptxas) to the
-    trusted builder, then the seccomp filter and the tripwire (sandbox_service.jail)."""
+def _seal(backend: str, report, diagnostics: str | None, gpu: bool) -> None:
+    """Last trusted step before untrusted code runs (the candidate's Python, or the first kernel an executor
+    replays): the seccomp filter and the tripwire (sandbox_service.jail)."""
     from sandbox_service import jail
-    from sandbox_service.worker import harness
 
-    if job["backend"] == "cuda" and job.get("remote_build"):
-        harness.install_remote_ptxas(_remote_ptxas(emit, control))
-    writable = jail.writable_folders(os.getcwd(), job["backend"], diagnostics)  # outputs_dir lies in its folder
-    jail.seal(writable, lambda rule, message: emit("jail_violation", rule=rule, message=message))
+    writable = jail.writable_folders(os.getcwd(), backend, diagnostics, gpu)  # job folders lie in its own
+    jail.seal(writable, lambda rule, message: report("jail_violation", rule=rule, message=message))
 
 
 def _remote_ptxas(emit, control: protocol.Receiver):
@@ -124,6 +128,35 @@ def _remote_ptxas(emit, control: protocol.Receiver):
     return request
 
 
+def _serve_executor(backend: str, control: protocol.Receiver, report_fd: int, diagnostics: str | None) -> int:
+    """Jobs, one at a time, until the server closes the channel (or after any failure inside a job)."""
+    from sandbox_service.executor import runner
+
+    sealed = False
+    while True:
+        try:
+            job = control.receive()
+        except protocol.ChannelClosed:
+            return 0
+        emit = _channel(report_fd, job.pop("nonce"), None)
+        runner._Channel.emit = emit
+        if not sealed:
+            apply_limits({**job, "cpu_limit_s": 1 << 30})  # a long-lived process: the server's deadlines bound it
+            runner.install_builders(backend, bool(job.get("remote_build")))
+            _seal(backend, lambda kind, **fields: runner._Channel.emit(kind, **fields), diagnostics, gpu=True)
+            sealed = True
+        try:
+            runner.run(job, emit, control)
+        except protocol.ChannelClosed:
+            return 0
+        except BaseException as exc:  # noqa: BLE001 - report, then exit non-zero
+            from sandbox_service.worker import harness
+
+            emit("internal_error", error=harness.format_exception(exc))
+            return 1
+        runner.forget_job()
+
+
 def serve(role: str, backend: str, ctrl_fd: int, report_fd: int, threads: int, profile_dir: str | None = None) -> int:
     """The child's whole life; returns its exit code. With `profile_dir`, a one-shot role's job is profiled
     into `profile_dir/ROLE-PID.prof` and `.modules` (_Profile)."""
@@ -134,9 +167,9 @@ def serve(role: str, backend: str, ctrl_fd: int, report_fd: int, threads: int, p
 
     harness.set_threads(threads)
     control = protocol.Receiver(ctrl_fd)
-    if backend == "cuda":
+    if backend == "cuda" and role != "tracer":  # the tracer (the candidate's Python) never holds the GPU
         harness.init_cuda()
-        if role == "candidate" and not _warm_up(control, report_fd, harness.device_for(backend)):
+        if role in ("candidate", "executor") and not _warm_up(control, report_fd, harness.device_for(backend)):
             return 0
     protocol.send(report_fd, {"type": "ready", "pid": os.getpid(), "init_s": round(time.monotonic() - started, 4)})
     if role == "judge":
@@ -147,7 +180,11 @@ def serve(role: str, backend: str, ctrl_fd: int, report_fd: int, threads: int, p
         from sandbox_service.worker import builder
 
         return builder.serve(control, report_fd)
-    if role == "candidate":
+    if role == "executor":
+        return _serve_executor(backend, control, report_fd, profile_dir)
+    if role == "tracer":
+        from sandbox_service.untrusted import candidate as runner
+    elif role == "candidate":
         from sandbox_service.worker import candidate_runner as runner
     elif role == "validator":
         from sandbox_service.worker import validator as runner
@@ -164,7 +201,11 @@ def serve(role: str, backend: str, ctrl_fd: int, report_fd: int, threads: int, p
     emit = _channel(report_fd, job.pop("nonce"), profile)
     apply_limits(job)
     if role == "candidate":
-        _seal(job, emit, control, profile_dir)
+        if backend == "cuda" and job.get("remote_build"):
+            harness.install_remote_ptxas(_remote_ptxas(emit, control))
+        _seal(backend, emit, profile_dir, gpu=True)
+    elif role == "tracer":
+        _seal(backend, emit, profile_dir, gpu=False)
     try:
         runner.run(job, emit, control)
     except protocol.ChannelClosed:

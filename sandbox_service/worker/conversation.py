@@ -54,8 +54,12 @@ class MessageStream:
     With `check` (messages.Schema.check), each message is checked as it arrives: one that breaks the
     protocol ends the stream as `{"type": "malformed", "rule", "error"}`."""
 
-    def __init__(self, child: Child, nonce: str, check: Callable[[dict], dict] | None = None):
+    def __init__(self, child: Child, nonce: str, check: Callable[[dict], dict] | None = None,
+                 last: frozenset[str] = frozenset()):
         self.queue: queue.Queue = queue.Queue(maxsize=QUEUE_MESSAGES)
+        # Types after which the reader stops reading: the child's next messages belong to another conversation
+        # (a reused executor's next job), which a reader still blocked on the channel would steal.
+        self.last = last
         self.child = child
         self.nonce = nonce
         self.check = check
@@ -106,7 +110,7 @@ class MessageStream:
                     self._put({"type": "malformed", "rule": messages.CHANNEL_RULE,
                                "error": f"unreadable {message['type']!r} message: {type(exc).__name__}"})
                     return
-            if not self._put(message):
+            if not self._put(message) or message["type"] in self.last:
                 return
 
     def next(self, deadline: Deadline, cancel: threading.Event | None) -> dict:

@@ -376,8 +376,13 @@ def seed_everything(seed: int) -> None:
         pass
 
 
-def trial_seeds(seed: int, trials: int) -> list[int]:
-    """Distinct, reproducible per-trial seeds derived from the evaluation seed."""
+def trial_seeds(seed: int, trials: int, key: str = "") -> list[int]:
+    """Distinct, reproducible per-trial seeds derived from the evaluation seed and, for evaluations, the
+    lane's secret `key`: the candidate knows the seed (its parameters are made under it) but must not be able
+    to make the trials' inputs itself, or it could ship their answers as constants."""
+    if key:
+        digest = hashlib.blake2b(f"{seed}".encode(), key=key.encode()[:64], digest_size=8).digest()
+        seed = int.from_bytes(digest, "big")
     rng = random.Random(seed)
     return [rng.randrange(1, 2**31 - 1) for _ in range(trials)]
 

@@ -124,7 +124,7 @@ class Judge:
         except BaseException as exc:  # noqa: BLE001 - a broken reference is reported, never fatal here
             raise _failure(exc) from None
         problem = Problem(
-            key=request["key"], sets=sets, seeds=harness.trial_seeds(seed, trials), seed=seed, models=models,
+            key=request["key"], sets=sets, seeds=harness.trial_seeds(seed, trials, str(request.get("trial_key", ""))), seed=seed, models=models,
             tolerance_table={k: tuple(v) for k, v in request["tolerances"].items()},
             degenerate_rel_l2=float(request["degenerate_rel_l2"]), input_fingerprints=[], output_fingerprints=[],
             degenerate=[], expected={},

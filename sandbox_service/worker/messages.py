@@ -249,6 +249,11 @@ class Schema:
                               "launches_per_forward", "side_stream_launches", "ops", "violations"},
                              self._outputs_done),
             "timing": ({"candidate", "violations"}, self._timing),
+            "calibrated": ({"candidate", "violations"}, self._timing),
+            "program": (set(), lambda m: None),
+            "stopped": (set(), lambda m: None),
+            "unsupported": ({"error"}, self._error),
+            "rejected": ({"rule", "error"}, self._rejected),
             "compile_error": ({"phase", "error"}, self._error),
             "runtime_error": ({"phase", "error"}, self._error),
             "internal_error": ({"error"}, self._error),
@@ -316,6 +321,10 @@ class Schema:
     def _timing(self, m: dict) -> None:
         _timing_stats(m["candidate"])
         _violations(m["violations"])
+
+    def _rejected(self, m: dict) -> None:
+        _text(m["rule"], "rule", 64)
+        _text(m["error"], "error")
 
     def _error(self, m: dict) -> None:
         for key in ("phase", "error"):

@@ -39,9 +39,13 @@ class CandidatePool:
 
     backoff_s = 0.2  # after a failed start a fill thread waits this long, doubled per failure in a row (to 5 s)
 
-    def __init__(self, spawn: Callable[[], Child], size: int, starting: int):
+    def __init__(self, spawn: Callable[[], Child], size: int, starting: int, reusable: bool = False):
         self._spawn = spawn
         self.size = size
+        # Reusable processes (executors) come back with `release` or leave with `discard`: then `size` bounds
+        # the processes in use too, so that one given back is kept rather than replaced by a fresh one.
+        self.reusable = reusable
+        self._in_use = 0
         self._idle: collections.deque[Child] = collections.deque()
         self._starting = 0
         self._waiting: collections.deque[int] = collections.deque()  # tickets of acquire() calls, in arrival order
@@ -58,7 +62,7 @@ class CandidatePool:
     def _fill(self) -> None:
         while True:
             with self._cond:
-                while not self._closed and len(self._idle) + self._starting >= self.size:
+                while not self._closed and len(self._idle) + self._starting + self._in_use >= self.size:
                     self._cond.wait()
                 if self._closed:
                     return
@@ -113,6 +117,7 @@ class CandidatePool:
                     while self._idle and self._waiting[0] == ticket:
                         child = self._idle.popleft()
                         if not child.exited:
+                            self._in_use += int(self.reusable)
                             return child
                         child.close(wait=False)  # died while it waited (killed from outside): take the next
                     if self._failed - failed_before >= 3 and self._failed_in_a_row >= 3:
@@ -126,6 +131,30 @@ class CandidatePool:
             finally:
                 self._waiting.remove(ticket)
                 self._cond.notify_all()
+
+    def release(self, child: Child) -> None:
+        """A reusable process back for another evaluation (first in line: its caches are warm)."""
+        if self.size == 0 or not self.reusable:
+            child.close(wait=False)
+            return
+        with self._cond:
+            self._in_use -= 1
+            if not self._closed and not child.exited:
+                self._idle.appendleft(child)
+                self._cond.notify_all()
+                return
+            self._cond.notify_all()
+        child.close(wait=False)
+
+    def discard(self, child: Child) -> None:
+        """A reusable process that must not serve again; the pool starts another in its place."""
+        if self.size == 0 or not self.reusable:
+            child.close(wait=False)
+            return
+        with self._cond:
+            self._in_use -= 1
+            self._cond.notify_all()
+        child.close(wait=False)
 
     def _acquire_unpooled(self) -> Child:
         errors = []

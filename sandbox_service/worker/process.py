@@ -229,11 +229,14 @@ class Child:
     def watch_memory(self, limit_mb: int, interval_s: float = 0.1) -> None:
         """Kill the child once its resident memory and the files in its folder pass the limit together (CUDA
         forbids an address-space rlimit; on a memory-backed work root its files are memory too, and on disk they
-        fill the disk). The folder is measured every FOLDER_EVERY_TICKS ticks."""
+        fill the disk). The folder is measured every FOLDER_EVERY_TICKS ticks. A new watch replaces the last
+        one (an executor serves one evaluation after another, each with its own limit)."""
+        self.stop_watching()
+        stop = self._watch_stop = threading.Event()
 
         def watch() -> None:
             tick, files_mb = 0, 0.0
-            while not self._watchdog_stop.wait(interval_s):
+            while not stop.wait(interval_s) and not self._watchdog_stop.is_set():
                 if tick % FOLDER_EVERY_TICKS == 0:
                     files_mb = folder_mb(self.private_dir)
                 tick += 1
@@ -243,6 +246,11 @@ class Child:
                     return
 
         threading.Thread(target=watch, daemon=True).start()
+
+    def stop_watching(self) -> None:
+        watch = getattr(self, "_watch_stop", None)
+        if watch is not None:
+            watch.set()
 
     def over_memory_limit(self, limit_mb: int) -> bool:
         """Its resident memory and its folder's files together, measured now (the watchdog samples: a quick

@@ -75,7 +75,9 @@ def _become_child(request: dict, fds: list[int], profile_dir: str | None) -> int
     if request["role"] in jail.UNTRUSTED_ROLES:
         # Still one thread: every later one inherits it. A profile folder (diagnostics, chosen by whoever
         # started the server) is writable too.
-        for problem in jail.confine_files(jail.writable_folders(request["cwd"], request["backend"], profile_dir)):
+        gpu = request["role"] not in jail.GPU_FREE_ROLES
+        for problem in jail.confine_files(jail.writable_folders(request["cwd"], request["backend"], profile_dir, gpu),
+                                          gpu):
             print(f"sandbox: {problem}", file=sys.stderr)
     name_process(f"trl-{request['role']}")
     devnull = os.open(os.devnull, os.O_RDONLY)

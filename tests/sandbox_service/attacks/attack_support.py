@@ -60,10 +60,11 @@ def candidate(name: str, **placeholders: str) -> str:
 
 
 @contextlib.contextmanager
-def dedicated_lane(warm: int = 1) -> Iterator[Lane]:
-    """A lane of its own (cross-evaluation attacks must not poison other tests' lanes), closed afterwards."""
+def dedicated_lane(warm: int = 1, design: str | None = None) -> Iterator[Lane]:
+    """A lane of its own (cross-evaluation attacks must not poison other tests' lanes), closed afterwards;
+    `design` as in Lane.create (the server's default when None)."""
     with tempfile.TemporaryDirectory(prefix="tritonrl-attack-lane-") as root:
-        lane = Lane.create("interpreter", None, warm=warm, work_root=Path(root))
+        lane = Lane.create("interpreter", None, warm=warm, work_root=Path(root), design=design)
         try:
             yield lane
         finally:

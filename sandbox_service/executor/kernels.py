@@ -1,0 +1,275 @@
+"""Trusted: show that a program's kernels are legal Triton, then make them a module the executor imports.
+
+Triton compiles a kernel by walking its Python syntax tree. Its front end calls plain Python at compile time
+(any callable a name or an attribute resolves to, with constant arguments), and under the interpreter the
+kernel body *is* Python. So before anything trusted compiles or runs a kernel, its tree is checked here:
+
+- the source is one `def` (no decorator), whose defaults and annotations are constants or Triton names;
+- its body uses only statements Triton compiles (no imports, nested functions, lambdas, classes, `global`,
+  `try`, `with`, comprehensions, walrus, starred or `del`);
+- every name it reads is a parameter, a local, one of the globals the program declares (Triton's modules,
+  the program's other kernels, plain constants, dtypes) or a builtin Triton knows (range, min, max...);
+- no attribute starting with `_` (no way to `__globals__`, `__class__`, `__subclasses__`...), and an
+  attribute of a module reaches only Triton's language (or Python's `math`): `tl.load`, `libdevice.exp`,
+  `triton.cdiv`, never `triton.runtime...`, `tl.core.os...`.
+
+What passes can name nothing but Triton's own operations, so neither Triton's front end nor the
+interpreter runs anything the candidate chose. The module is written from the checked pieces only (each
+kernel's checked source, imports and constants the executor spells itself), never from candidate text
+outside a kernel.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import types
+from pathlib import Path
+
+from sandbox_service.interface.program import ProgramError
+
+ALLOWED_MODULES = frozenset({
+    "triton", "triton.language", "triton.language.math", "triton.language.standard", "triton.language.extra",
+    "triton.language.extra.libdevice", "triton.language.extra.cuda", "triton.language.extra.cuda.libdevice",
+    "math",
+})
+TRITON_ROOT_NAMES = frozenset({"cdiv", "next_power_of_2", "language", "constexpr"})
+ALLOWED_BUILTINS = frozenset({"range", "min", "max", "len", "int", "float", "bool", "abs", "print", "isinstance",
+                              "tuple", "zip", "enumerate", "True", "False", "None"})
+_FORBIDDEN_NODES = (
+    ast.Lambda, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Import, ast.ImportFrom, ast.Global,
+    ast.Nonlocal, ast.Try, ast.With, ast.AsyncWith, ast.Await, ast.Yield, ast.YieldFrom, ast.ListComp, ast.SetComp,
+    ast.DictComp, ast.GeneratorExp, ast.NamedExpr, ast.Starred, ast.Delete, ast.Raise, ast.Set, ast.Dict,
+    ast.AsyncFor, *([ast.TryStar] if hasattr(ast, "TryStar") else []), *([ast.Match] if hasattr(ast, "Match") else []),
+)
+
+
+class IllegalKernel(ProgramError):
+    """A kernel that is not (only) Triton: the candidate tried to run its own Python in a trusted process."""
+
+
+def _module(name: str) -> types.ModuleType:
+    import importlib
+
+    if name not in ALLOWED_MODULES:
+        raise IllegalKernel(f"module {name!r} is not one a Triton kernel may use")
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        raise IllegalKernel(f"module {name!r} does not exist in this Triton") from None
+
+
+def _origin(value) -> str:
+    """The module that defined `value` (for Triton's own @jit functions, the function they wrap: under the
+    interpreter the wrapper's class lives elsewhere)."""
+    inner = getattr(value, "fn", None)
+    return getattr(inner, "__module__", None) or getattr(value, "__module__", None) or ""
+
+
+def _is_triton_object(value) -> bool:
+    import triton.language as tl
+
+    if isinstance(value, (tl.dtype, tl.constexpr)):
+        return True
+    module = _origin(value)
+    return module == "triton.language" or module.startswith("triton.language.") or module == "math" or (
+        isinstance(value, float) and module == "")
+
+
+def _attribute_chain(node: ast.Attribute) -> tuple[ast.expr, list[str]]:
+    names = []
+    while isinstance(node, ast.Attribute):
+        names.append(node.attr)
+        node = node.value
+    return node, names[::-1]
+
+
+class _KernelChecker(ast.NodeVisitor):
+    def __init__(self, kernel: str, params: set[str], local_names: set[str], modules: dict[str, str],
+                 others: set[str]):
+        self.kernel = kernel
+        self.params = params
+        self.locals = local_names
+        self.modules = modules  # alias -> module name
+        self.others = others  # other declared globals (kernels, constants, dtypes)
+
+    def fail(self, node: ast.AST, message: str) -> None:
+        raise IllegalKernel(f"kernel {self.kernel}, line {getattr(node, 'lineno', '?')}: {message}")
+
+    def generic_visit(self, node):
+        if isinstance(node, _FORBIDDEN_NODES):
+            self.fail(node, f"{type(node).__name__} is not Triton")
+        super().generic_visit(node)
+
+    def visit_Name(self, node: ast.Name) -> None:
+        name = node.id
+        if isinstance(node.ctx, ast.Load) and not (name in self.params or name in self.locals or name in self.modules
+                                                   or name in self.others or name in ALLOWED_BUILTINS):
+            self.fail(node, f"the name {name!r} is neither a parameter, a local, a declared global nor a builtin "
+                            "Triton knows")
+        if name.startswith("__"):
+            self.fail(node, f"the name {name!r}")
+
+    def visit_Attribute(self, node: ast.Attribute) -> None:
+        root, names = _attribute_chain(node)
+        for attr in names:
+            if attr.startswith("_"):
+                self.fail(node, f"the attribute {attr!r} (a kernel reads no private or special attribute)")
+        if isinstance(root, ast.Name) and root.id in self.modules and root.id not in self.params | self.locals:
+            self._module_chain(node, self.modules[root.id], names)
+            return  # the chain is checked whole; its root is a declared module
+        self.visit(root)
+        for child in ast.iter_child_nodes(node):
+            if child is not node.value:
+                self.visit(child)
+
+    def _module_chain(self, node: ast.AST, module_name: str, names: list[str]) -> None:
+        value: object = _module(module_name)
+        for index, attr in enumerate(names):
+            if isinstance(value, types.ModuleType):
+                if value.__name__ == "triton" and attr not in TRITON_ROOT_NAMES:
+                    self.fail(node, f"triton.{attr} is not part of Triton's language")
+                if not hasattr(value, attr):
+                    self.fail(node, f"{value.__name__} has no {attr!r}")
+                value = getattr(value, attr)
+                if isinstance(value, types.ModuleType):
+                    if value.__name__ not in ALLOWED_MODULES:
+                        self.fail(node, f"module {value.__name__} is not one a Triton kernel may use")
+                elif not (_is_triton_object(value) or _is_language_callable(value)):
+                    self.fail(node, f"{'.'.join(names[:index + 1])} is not part of Triton's language")
+            else:
+                import triton.language as tl
+
+                if not isinstance(value, tl.dtype):
+                    self.fail(node, f"an attribute of {'.'.join(names[:index])}")
+                value = getattr(value, attr, None)
+
+
+def _is_language_callable(value) -> bool:
+    module = _origin(value)
+    return module.startswith("triton.language") or module == "math" or (
+        module == "triton.runtime.jit" and getattr(value, "__name__", "") in ("cdiv", "next_power_of_2"))
+
+
+def _bound_names(function: ast.FunctionDef) -> tuple[set[str], set[str]]:
+    params = {a.arg for a in [*function.args.posonlyargs, *function.args.args, *function.args.kwonlyargs]}
+    if function.args.vararg or function.args.kwarg:
+        raise IllegalKernel(f"kernel {function.name}: *args and **kwargs are not Triton")
+    local_names = set()
+    for node in ast.walk(function):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            local_names.add(node.id)
+    return params, local_names
+
+
+def _check_signature(checker: _KernelChecker, function: ast.FunctionDef) -> None:
+    for default in [*function.args.defaults, *function.args.kw_defaults]:
+        if default is None:
+            continue
+        if not _constant_expression(default):
+            checker.fail(default, "a default that is not a constant")
+        checker.visit(default)
+    for arg in [*function.args.posonlyargs, *function.args.args, *function.args.kwonlyargs]:
+        if arg.annotation is not None:
+            if not isinstance(arg.annotation, (ast.Attribute, ast.Name, ast.Constant)):
+                checker.fail(arg.annotation, "an annotation that is not a name")
+            checker.visit(arg.annotation)
+    if function.returns is not None:
+        checker.fail(function.returns, "a return annotation")
+
+
+def _constant_expression(node: ast.expr) -> bool:
+    if isinstance(node, ast.Constant):
+        return True
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        return _constant_expression(node.operand)
+    return isinstance(node, (ast.Attribute, ast.Name))
+
+
+def check_kernels(kernels: dict) -> None:
+    """Every kernel of a program (already structurally checked) is legal Triton; IllegalKernel if not."""
+    bindings: dict[str, dict] = {}
+    for name, kernel in kernels.items():
+        try:
+            tree = ast.parse(kernel["source"])
+        except SyntaxError as exc:
+            raise IllegalKernel(f"kernel {name}: the source does not parse: {exc}") from None
+        if len(tree.body) != 1 or not isinstance(tree.body[0], ast.FunctionDef):
+            raise IllegalKernel(f"kernel {name}: the source must be exactly one function definition")
+        function = tree.body[0]
+        if function.name != name or function.decorator_list:
+            raise IllegalKernel(f"kernel {name}: the definition must be `def {name}(...)` without decorators")
+        modules, others = {}, set()
+        for alias, value in kernel["globals"].items():
+            kind, held = next(iter(value.items()))
+            if alias in bindings and bindings[alias] != value:
+                raise IllegalKernel(f"the global {alias!r} means different things in different kernels")
+            if alias in kernels and value != {"kernel": alias}:
+                raise IllegalKernel(f"the global {alias!r} is also a kernel's name")
+            bindings[alias] = value
+            if kind == "module":
+                _module(held)
+                modules[alias] = held
+            else:
+                if kind == "dtype":
+                    dtype_named(held)
+                others.add(alias)
+        params, local_names = _bound_names(function)
+        checker = _KernelChecker(name, params, local_names, modules, others)
+        _check_signature(checker, function)
+        for statement in function.body:
+            checker.visit(statement)
+
+
+def dtype_named(name: str):
+    import triton.language as tl
+
+    for attr in dir(tl):
+        value = getattr(tl, attr)
+        if isinstance(value, tl.dtype) and value.name == name:
+            return attr
+    raise IllegalKernel(f"no Triton dtype named {name!r}")
+
+
+def _literal(value) -> str:
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"float({str(value)!r})"
+    return repr(value)
+
+
+def module_source(kernels: dict) -> str:
+    """The module the executor imports: imports and constants it spells itself, then each checked kernel."""
+    lines = ["import triton", "import triton.language", ""]
+    constants, aliases = [], []  # before the kernels (defaults may name them), after them (they name kernels)
+    seen = set()
+    for kernel in kernels.values():
+        for alias, value in sorted(kernel["globals"].items()):
+            if alias in seen:
+                continue
+            seen.add(alias)
+            kind, held = next(iter(value.items()))
+            if kind == "module":
+                lines.append(f"import {held} as {alias}" if "." in held or held != alias else f"import {held}")
+            elif kind == "value":
+                constants.append(f"{alias} = {_literal(held)}")
+            elif kind == "constexpr":
+                constants.append(f"{alias} = triton.language.constexpr({_literal(held)})")
+            elif kind == "dtype":
+                constants.append(f"{alias} = triton.language.{dtype_named(held)}")
+            elif alias != held:
+                aliases.append(f"{alias} = {held}")
+    lines += ["", *constants, ""]
+    for kernel in kernels.values():
+        lines += ["", "@triton.jit", kernel["source"].rstrip(), ""]
+    lines += aliases
+    return "\n".join(lines) + "\n"
+
+
+def load_kernels(kernels: dict, folder: Path, stem: str):
+    """Check, write and import the program's kernels; returns the module (its attributes are the kernels)."""
+    from sandbox_service.worker import harness
+
+    check_kernels(kernels)
+    path = folder / f"{stem}.py"
+    path.write_text(module_source(kernels))
+    return harness.load_module(path, stem)

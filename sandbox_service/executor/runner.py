@@ -1,0 +1,247 @@
+"""The executor's job: check a candidate's launch program, replay it on the real inputs, hand every trial's
+outputs to the judge, and time it.
+
+The executor holds the GPU context (on a CUDA lane it lives for many evaluations, one at a time), makes the
+inputs from the reference under secret trial seeds, and runs nothing of the candidate's but the checked
+program (sandbox_service/executor/). Its own messages are still not evidence of anything the candidate's
+kernels could change: they run in its context, so the judge reads the outputs itself and the server checks
+the timing against its own clock (evaluation.py).
+
+Messages (each with the job's nonce): inputs_ready, [build_request | ptxas_request], trial_outputs per trial,
+rejected | unsupported | compile_error | runtime_error | outputs_done, then on the server's `calibrate` a
+`calibrated`, and on `time` a `timing` (or runtime_error).
+"""
+
+from __future__ import annotations
+
+import gc
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+from sandbox_service.executor import kernels as kernel_module
+from sandbox_service.executor.replay import Replay, dtype
+from sandbox_service.interface.program import ProgramError, Unsupported, check_program
+from sandbox_service.options import Policy
+from sandbox_service.verifier.runtime import RUNTIME_RULES, _any_true, _differs
+from sandbox_service.worker import handover, harness
+from sandbox_service.worker.protocol import ChannelClosed, Receiver
+
+Emit = Callable[..., None]
+_jobs = 0
+
+
+class _Channel:
+    """The current job's channel, for the Triton hooks installed once per process."""
+
+    emit: Emit | None = None
+    control: Receiver | None = None
+
+
+def _is_compile_error(exc: BaseException) -> bool:
+    names = {cls.__name__ for cls in type(exc).__mro__}
+    return bool(names & {"CompilationError", "CompileTimeAssertionFailure", "PTXASError", "OutOfResources"})
+
+
+def install_builders(backend: str, remote_build: bool) -> None:
+    """Route Triton's launcher builds and ptxas to the trusted builder (a jailed process starts none)."""
+    if not remote_build:
+        return
+
+    def build(name, source, library_dirs, include_dirs, libraries):
+        _Channel.emit("build_request", name=name, source=source, library_dirs=library_dirs,
+                      include_dirs=include_dirs, libraries=libraries)
+        answer = _Channel.control.receive()
+        if answer.get("type") != "build_result":
+            raise ChannelClosed(f"expected build_result, got {answer.get('type')!r}")
+        return answer["path"], answer["sha256"]
+
+    def ptxas(ptx, arch, options):
+        _Channel.emit("ptxas_request", ptx=ptx, arch=arch, **options)
+        answer = _Channel.control.receive()
+        if answer.get("type") != "ptxas_result":
+            raise ChannelClosed(f"expected ptxas_result, got {answer.get('type')!r}")
+        return answer
+
+    harness.install_remote_build(build)
+    if backend == "cuda":
+        harness.install_remote_ptxas(ptxas)
+
+
+def _constants(program: dict, path: str, device: torch.device) -> dict[int, torch.Tensor]:
+    if not program["constants"]:
+        return {}
+    from safetensors.torch import load_file
+
+    loaded = load_file(path, device="cpu")
+    values = {}
+    for constant in program["constants"]:
+        ref, meta = constant["ref"], constant["meta"]
+        value = loaded.get(str(ref))
+        if value is None or list(value.shape) != meta["shape"] or value.dtype != dtype(meta["dtype"]):
+            raise ProgramError(f"constant {ref} is missing or differs from its description")
+        values[ref] = torch.as_strided(value.to(device).contiguous(), meta["shape"], meta["stride"]) \
+            if value.numel() else value.to(device)
+    return values
+
+
+def run(job: dict, emit: Emit, control: Receiver) -> None:
+    global _jobs
+    _jobs += 1
+    _Channel.emit, _Channel.control = emit, control
+    clock = time.monotonic
+    phases: dict[str, float] = {}
+    started = clock()
+    device = harness.device_for(job["backend"])
+    sets = harness.load_problem_sets(job["reference_path"], job["input_sets"], job["seed"])
+    seeds = harness.trial_seeds(job["seed"], job["trials"], job["trial_key"])
+    expected = harness.finish_fingerprint_grid(
+        [[harness.fingerprint_parts([harness.trial_inputs(module, s, device)]) for s in seeds] for _, module in sets]
+    )
+    emit("inputs_ready", fingerprints=expected)
+    phases["setup"] = clock() - started
+    started = clock()
+    program = job["program"]
+    try:
+        check_program(program)
+        if len(program["sets"]) != len(sets):
+            raise ProgramError(f"a program for {len(program['sets'])} input sets; the task has {len(sets)}")
+        module = kernel_module.load_kernels(program["kernels"], Path(job["folder"]), f"tritonrl_kernels_{_jobs}")
+        constants = _constants(program, job["constants_path"], device)
+        replays = [Replay(s, module, {r: constants[r] for r in s["constants"]}, device, Policy(job["policy"]))
+                   for s in program["sets"]]
+    except kernel_module.IllegalKernel as exc:
+        emit("rejected", rule="illegal-kernel", error=str(exc))
+        return
+    except ProgramError as exc:
+        emit("rejected", rule="malformed-program", error=str(exc))
+        return
+    except SyntaxError as exc:
+        emit("rejected", rule="illegal-kernel", error=f"{type(exc).__name__}: {exc}")
+        return
+    forbidden = sorted({name for r in replays for name in r.verdicts.forbidden_ops})
+    if forbidden:
+        emit("rejected", rule="torch-compute-in-forward",
+             error="torch operators ran outside Triton kernels: " + ", ".join(forbidden))
+        return
+    if any(r.verdicts.launches == 0 for r in replays):
+        emit("rejected", rule="no-kernel-launch", error=RUNTIME_RULES["no-kernel-launch"])
+        return
+    phases["compile"] = clock() - started
+    started = clock()
+
+    findings: list[dict] = []
+    input_fingerprints: list[list[list]] = []
+    output_fingerprints: list[list[str]] = []
+    for set_index, (_, reference) in enumerate(sets):
+        input_fingerprints.append([])
+        output_fingerprints.append([])
+        for trial, trial_seed in enumerate(seeds):
+            inputs = harness.trial_inputs(reference, trial_seed, device)
+            input_fingerprints[-1].append(harness.fingerprint_parts([inputs]))
+            try:
+                replays[set_index].check_inputs(inputs)
+            except Unsupported as exc:
+                emit("unsupported", error=str(exc))
+                return
+            used = harness.clone(inputs)
+            try:
+                with torch.no_grad():
+                    tensors = replays[set_index].run(used, poison=True)
+                harness.synchronize(device)
+            except BaseException as exc:  # noqa: BLE001
+                kind = "compile_error" if _is_compile_error(exc) else "runtime_error"
+                emit(kind, phase=f"{sets[set_index][0]} trial {trial}", error=harness.format_exception(exc))
+                return
+            findings += _after_forward(inputs, used, tensors, replays[set_index].poisoned)
+            fingerprint = harness.fingerprint([tensors])
+            output_fingerprints[-1].append(fingerprint)
+            _hand_over(job, emit, control, tensors, set_index, trial, fingerprint)
+            del tensors, used, inputs
+    phases["trials"] = clock() - started
+    launches = [r.verdicts.launches for r in replays]
+    emit(
+        "outputs_done",
+        phases=phases,
+        launches=sum(launches) * len(seeds),
+        input_fingerprints=harness.finish_fingerprint_grid(input_fingerprints),
+        output_fingerprints=output_fingerprints,
+        launches_per_forward=launches,
+        side_stream_launches=0,
+        ops={},
+        violations=list({(v["rule"], v["message"]): v for v in findings}.values()),
+    )
+    while True:  # orders until `stop`: a reused executor then waits for its next job
+        order = control.receive()
+        if order["type"] == "calibrate":
+            _time(emit, lambda: None, job, "calibrated")
+        elif order["type"] == "time":
+            inputs = harness.trial_inputs(sets[0][1], seeds[0], device)
+            replay = replays[0]
+            _time(emit, lambda: replay.run(inputs), job, "timing")
+            del inputs
+        else:
+            emit("stopped")  # the last message of this job: the server's reader stops here
+            return
+
+
+def _after_forward(inputs: list, used: list, outputs: list[torch.Tensor], poisoned: set[int]) -> list[dict]:
+    """Input mutation, outputs aliasing inputs, outputs no kernel wrote (found by trusted code)."""
+    found, pending, flags = [], [], []
+    for index, (before, after) in enumerate(zip(inputs, used)):
+        if isinstance(before, torch.Tensor):
+            pending.append(("input-mutated", f"forward modified input {index} in place"))
+            flags.append(_differs(before, after))
+    storages = {t.untyped_storage().data_ptr() for t in used if isinstance(t, torch.Tensor) and t.numel() > 0}
+    for index, out in enumerate(outputs):
+        if out.numel() > 0 and out.untyped_storage().data_ptr() in storages:
+            found.append({"layer": "runtime", "rule": "output-aliases-input",
+                          "message": f"output {index} shares memory with an input"})
+        elif out.numel() > 0 and out.untyped_storage().data_ptr() in poisoned and out.is_floating_point():
+            pending.append(("output-not-written", f"output {index} was allocated uninitialised and no kernel wrote it"))
+            flags.append(torch.isnan(out).all())
+    for (rule, message), hit in zip(pending, _any_true(flags)):
+        if hit:
+            found.append({"layer": "runtime", "rule": rule, "message": message})
+    return found
+
+
+def _hand_over(job, emit: Emit, control: Receiver, tensors, set_index: int, trial: int, fingerprint: str) -> None:
+    """Give the judge this trial's outputs; with IPC, wait until it has read them."""
+    path = harness.outputs_path(job["outputs_dir"], set_index, trial)
+    where = handover.export_outputs(tensors, path, job.get("ipc_min_bytes"))
+    emit("trial_outputs", set=set_index, trial=trial, handover=where, fingerprint=fingerprint)
+    if where["kind"] != handover.IPC:
+        return
+    answer = control.receive()
+    if answer.get("type") != "continue":
+        raise ChannelClosed(f"expected continue, got {answer.get('type')!r}")
+    if answer.get("resend") == handover.FILE:
+        harness.save_outputs(tensors, path)
+        emit("trial_outputs", set=set_index, trial=trial, handover={"kind": handover.FILE, "path": str(path)},
+             fingerprint=fingerprint)
+
+
+def _time(emit: Emit, fn, job: dict, reply: str) -> None:
+    from sandbox_service import timing
+
+    try:
+        stats = timing.time_cuda(fn, warmup=job["warmup_runs"], runs=job["timing_runs"], method=timing.CUDA_EVENTS)
+    except BaseException as exc:  # noqa: BLE001
+        emit("runtime_error", phase="timing", error=harness.format_exception(exc))
+        return
+    emit(reply, candidate=stats.__dict__, violations=[])
+
+
+def forget_job() -> None:
+    """Between jobs of a reused executor: drop the last job's kernels and free its memory."""
+    import sys
+
+    for name in [n for n in sys.modules if n.startswith("tritonrl_kernels_") or n.startswith("tritonrl_reference")]:
+        del sys.modules[name]
+    gc.collect()
+    if torch.cuda.is_initialized():
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()
