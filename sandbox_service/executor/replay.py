@@ -78,6 +78,7 @@ class Replay:
         self.verdicts = Verdicts(sorted(set(forbidden)), launches)
         self.chosen: dict[int, int] = {}  # step index -> autotune configuration chosen
         self.poisoned: set[int] = set()
+        self._compile()
 
     # -- inputs --------------------------------------------------------------------------------
     def check_inputs(self, inputs: list) -> None:
@@ -102,29 +103,67 @@ class Replay:
             if "tensor" in traced:
                 env[traced["tensor"]["ref"]] = value
         self.poisoned = set()
+        for step in self._compiled:
+            step(env, poison)
+        return [o if isinstance(o, torch.Tensor) else torch.tensor(o, device=self.device) for o in self._outputs(env)]
+
+    def _compile(self) -> None:
+        """Each step once into a closure: arguments without tensors are decoded here, never per run (a replay
+        of a forward costs what the forward's own Python would, not a walk of JSON trees per call)."""
+        self._compiled = []
         for index, (kind, fn, name, step) in enumerate(self.steps):
             if kind == "op":
-                result = fn(*self._decode(step["args"], env), **{k: self._decode(v, env) for k, v in step["kwargs"].items()})
-                self._bind(step["out"], result, env)
-                if poison and name in _UNINITIALISED_ALLOCATIONS and isinstance(result, torch.Tensor) \
-                        and result.is_floating_point():
-                    result.fill_(float("nan"))
-                    self.poisoned.add(result.untyped_storage().data_ptr())
+                self._compiled.append(self._op_step(fn, name, step))
             else:
-                self._launch(index, fn, step, env)
-        outputs = self._decode(self.outputs, env)
-        return [o if isinstance(o, torch.Tensor) else torch.tensor(o, device=self.device) for o in outputs]
+                self._compiled.append(self._launch_step(index, fn, step))
+        self._outputs = self._compiler(self.outputs)
 
-    def _launch(self, index: int, kernel, step: dict, env: dict) -> None:
-        args = self._decode(step["args"], env)
-        configs = step["configs"]
-        choice = self.chosen.get(index)
-        if choice is None:
-            choice = self._autotune(kernel, step, args, env) if len(configs) > 1 else 0
-            self.chosen[index] = choice
-        config = configs[choice]
-        kwargs = {k: self._decode(v, env) for k, v in config["kwargs"].items()}
-        kernel[tuple(config["grid"])](*args, **kwargs, **config["options"])
+    def _op_step(self, fn, name: str, step: dict):
+        args, kwargs = self._compiler(step["args"]), self._compiler_kwargs(step["kwargs"])
+        bind, allocates = step["out"], name in _UNINITIALISED_ALLOCATIONS
+
+        def run(env: dict, poison: bool) -> None:
+            result = fn(*args(env), **kwargs(env))
+            self._bind(bind, result, env)
+            if poison and allocates and isinstance(result, torch.Tensor) and result.is_floating_point():
+                result.fill_(float("nan"))
+                self.poisoned.add(result.untyped_storage().data_ptr())
+
+        return run
+
+    def _launch_step(self, index: int, kernel, step: dict):
+        args = self._compiler(step["args"])
+        configs = [(tuple(c["grid"]), self._compiler_kwargs(c["kwargs"]), dict(c["options"])) for c in step["configs"]]
+        launch = kernel.run
+
+        def run(env: dict, poison: bool) -> None:
+            values = args(env)
+            choice = self.chosen.get(index)
+            if choice is None:
+                choice = self._autotune(kernel, step, values, env) if len(configs) > 1 else 0
+                self.chosen[index] = choice
+            grid, kwargs, options = configs[choice]
+            launch(*values, grid=grid, warmup=False, **kwargs(env), **options)
+
+        return run
+
+    def _compiler_kwargs(self, tree: dict):
+        names = list(tree)
+        values = self._compiler([tree[n] for n in names])
+        if not names:
+            return lambda env: {}
+        return lambda env: dict(zip(names, values(env)))
+
+    def _compiler(self, tree):
+        """A function of the run's tensors that makes `tree`'s value (constants decoded once)."""
+        if isinstance(tree, list):
+            parts = [self._compiler(t) for t in tree]
+            return lambda env: [part(env) for part in parts]
+        if isinstance(tree, dict) and "ref" in tree:
+            ref = tree["ref"]
+            return lambda env: env[ref]
+        value = self._decode(tree, {})
+        return lambda env: value
 
     def _autotune(self, kernel, step: dict, args: list, env: dict) -> int:
         """The fastest configuration, timed here (Triton's autotuner would run the candidate's hooks)."""
