@@ -894,14 +894,19 @@ class _Evaluation:
         """The candidate timed with the GPU to itself; the reference's time from the judge (cached).
 
         The executor times the replay with CUDA events, in a context the candidate's kernels run in, so the
-        figure is checked from outside: the server times, on its own clock, the same batch of runs and, just
-        before, the batch with nothing in it (the L2 flushes and synchronisations alone). The candidate's time
+        figure is checked from outside: the server times, on its own clock, the same batch of runs and (once per
+        executor) the batch with nothing in it (the L2 flushes and synchronisations alone). The candidate's time
         is never below OUTSIDE_FLOOR of what that difference leaves per run."""
         waited = time.monotonic()
         with self.lane.gate.exclusive(), self.lane.freezer.others_frozen(keep=self.child):
             deadline.extend(time.monotonic() - waited)
             started = time.monotonic()
-            empty_s = self._timed_order("calibrate", "calibrated", messages, deadline, job)
+            # The empty batch depends on the executor and the run counts, not on the candidate: measured once.
+            calibrations = self.child.__dict__.setdefault("empty_batch_s", {})
+            runs = (self.options.warmup_runs, self.options.timing_runs)
+            if runs not in calibrations:
+                calibrations[runs] = self._timed_order("calibrate", "calibrated", messages, deadline, job)
+            empty_s = calibrations[runs]
             batch_s = self._timed_order("time", "timing", messages, deadline, job)
             message = self.seen["timing"]
             candidate = TimingStats(**message["candidate"])

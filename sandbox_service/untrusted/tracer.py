@@ -381,9 +381,19 @@ class _Recorder(TorchDispatchMode):
             return result  # a question about metadata (sizes, device), answered without values
         if self.tracer.steps is None:
             return result
+        if func in _SAME_TENSOR and isinstance(args[0], torch.Tensor) and self.tracer.refs.get(args[0]) is not None:
+            # Without autograd (the executor replays under no_grad) these are the tensor itself: no step. torch
+            # issues a detach after every factory call made under a function mode (the facade).
+            ref = self.tracer.refs.get(args[0])
+            self.tracer.refs.by_id[id(result)] = ref
+            self.tracer.refs.kept.append(result)
+            return result
         self.tracer.steps.append({"op": str(func), "args": encoded_args, "kwargs": encoded_kwargs,
                                   "out": self.tracer.encode_out(result)})
         return result
+
+
+_SAME_TENSOR = (torch.ops.aten.detach.default, torch.ops.aten.alias.default)
 
 
 def _leaves(value):
