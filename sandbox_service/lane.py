@@ -55,6 +55,7 @@ CUDA_CHILD_THREADS = 4
 # file costs about a second per GB; the IPC hand-over costs a round trip of milliseconds).
 # Measured on an H100: for 16 MB outputs IPC was slower than files (the judge maps and unmaps every handle).
 IPC_MIN_BYTES = 256 << 20
+JUDGES_PER_TASK = 2
 CONTEXT_BYTES = 640 << 20
 JUDGE_MEMORY_LIMIT_MB = 96 * 1024
 BUILD_TIMEOUT_S = 120.0
@@ -74,7 +75,7 @@ class LaneConfig:
     judges: int = 1
     gpu_memory_bytes: int = 0  # 0: no GPU memory budget (the interpreter)
     llm_judge: LLMJudge | None = None
-    design: str = IN_PROCESS_DESIGN
+    design: str = EXECUTOR_DESIGN
 
 
 def _device_properties(backend: str, gpu: int | None) -> dict:
@@ -159,8 +160,8 @@ class Lane:
             memory = int(min(free, total * gpu_memory_fraction))
         starting = int(os.environ.get(CONTEXT_STARTS_ENV) or CONTEXT_STARTS)
         return cls(LaneConfig(backend, gpu, Path(work_root), warm=warm, starting=starting,
-                              judges=judges or (4 if backend == "cuda" else 1), gpu_memory_bytes=memory,
-                              llm_judge=llm_judge, design=design or os.environ.get(DESIGN_ENV) or IN_PROCESS_DESIGN))
+                              judges=judges or (8 if backend == "cuda" else 1), gpu_memory_bytes=memory,
+                              llm_judge=llm_judge, design=design or os.environ.get(DESIGN_ENV) or EXECUTOR_DESIGN))
 
     # -- processes -----------------------------------------------------------------------------
     def spawn(self, role: str) -> Child:
@@ -232,8 +233,14 @@ class Lane:
         return half if estimate_bytes is None else min(half, estimate_bytes + estimate_bytes // 2)
 
     def judge_for(self, key: str) -> ServiceProcess:
-        """The judge that keeps this problem's cache: the same one for every candidate of a task."""
-        return self.judges[int(hashlib.sha256(key.encode()).hexdigest()[:8], 16) % len(self.judges)]
+        """A judge that keeps this problem's cache: one of JUDGES_PER_TASK chosen by the task's key (the first
+        idle one, else the first), so that a batch of one task's candidates does not queue behind one judge
+        while the others idle. Each keeps its own cache of the task."""
+        digest = int(hashlib.sha256(key.encode()).hexdigest()[:8], 16)
+        count = len(self.judges)
+        chosen = [self.judges[(digest + i * (1 + digest % max(1, count - 1))) % count]
+                  for i in range(min(JUDGES_PER_TASK, count))]
+        return next((judge for judge in chosen if not judge.lock.locked()), chosen[0])
 
     def build(self, request: dict) -> dict:
         """The trusted builder's answer for a candidate's C module: `built` (path, sha256), `refused` (a request

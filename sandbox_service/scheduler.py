@@ -51,7 +51,7 @@ class SchedulerConfig:
     queue_capacity: int = 64
     warm_per_lane: int | None = None  # candidate processes kept forked and ready; default = 2 x workers_per_lane
     work_root: Path | None = None
-    judges_per_lane: int | None = None  # default: 4 on a GPU, 1 on the CPU
+    judges_per_lane: int | None = None  # default: 8 on a GPU, 1 on the CPU
     gpu_memory_fraction: float = 0.9  # of each GPU, for evaluations (less when a trainer shares the GPU)
     judge: Judge | None = None  # the optional LLM judge layer, shared by every lane
 
