@@ -11,7 +11,9 @@ behaviour, so each FAILS while its attack works. Every candidate here computes R
 - the tracer cuts a kernel's source from the first line matching `^def name(` in `inspect.getsource`, which
   includes decorators: a string in a decorator carries the kernel the executor gets, while the static layer
   reads the honest one;
-- the server sends programs of up to 16 MB in a job message, but frames are capped at 8 MB: `infra_error`.
+- the server sends programs of up to 16 MB in a job message, but frames are capped at 8 MB: `infra_error`;
+- check_program tests membership of unchecked values: a list where a ref belongs raises TypeError, which the
+  server does not catch: `infra_error`.
 """
 
 from __future__ import annotations
@@ -66,3 +68,10 @@ def test_a_program_too_big_for_the_executor_s_channel_is_the_candidate_s_failure
         full = evaluate(RELU, candidate("redteam_program_too_big_for_the_executor"), FAST, lane)
     assert isolated.status not in (Status.OK, Status.INFRA_ERROR), describe(isolated)
     assert full.status not in (Status.OK, Status.INFRA_ERROR), describe(full)
+
+
+def test_a_forged_program_with_an_unhashable_ref_is_malformed_not_infra_error():
+    with executor_lane() as lane:
+        result = run_isolated(RELU, candidate("redteam_program_with_unhashable_ref"), FAST, lane)
+    assert result.status == Status.CHEAT, describe(result)
+    assert "malformed-program" in _rules(result), describe(result)
