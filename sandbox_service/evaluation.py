@@ -37,6 +37,7 @@ from sandbox_service.verifier.llm_judge import Judge, JudgeVerdict
 from sandbox_service.verifier.runtime import RUNTIME_RULES
 from sandbox_service.verifier.static_rules import check_static
 from sandbox_service.worker import messages as schema
+from sandbox_service.worker import protocol
 from sandbox_service.worker.conversation import STREAM_EVENTS, Cancelled, Deadline, MessageStream
 from sandbox_service.worker.process import Child, remove_tree
 from sandbox_service.worker.service import ServiceFailure
@@ -57,9 +58,9 @@ CANDIDATE_FRAME_BYTES = 4 << 20
 OUTPUT_WAIT_S = 1.0  # for the rest of a failed candidate's output, once it is killed
 # Where the candidate's process leaves its launch program (sandbox_service/untrusted/candidate.py).
 PROGRAM_FILE, CONSTANTS_FILE = "program.json", "constants.safetensors"
-MAX_PROGRAM_BYTES = 16 << 20
-_TRACER_MESSAGES = frozenset({"program", "unsupported", "compile_error", "runtime_error", "internal_error",
-                              "jail_violation"})
+MAX_PROGRAM_BYTES = 4 << 20  # the job message that carries it to the executor must stay within a frame (8 MB)
+_TRACER_MESSAGES = frozenset({"program", "unsupported", "rejected", "compile_error", "runtime_error",
+                              "internal_error", "jail_violation"})
 # The candidate's time is the executor's (CUDA events, in a context the candidate's kernels run in), but never
 # less than this share of what the server's own clock saw per run around the same timed batch.
 OUTSIDE_FLOOR = 0.5
@@ -595,6 +596,9 @@ class _Evaluation:
                     break
         finally:
             messages.close()
+        if tracer.over_memory_limit(o.memory_limit_mb):
+            raise _Finish(Status.RUNTIME_ERROR, f"memory limit of {o.memory_limit_mb} MB exceeded "
+                                                "(resident memory and the files in its folder)")
         program = self._read_program()
         _layer(self.result, "trace", Outcome.PASSED, started,
                f"{len(program['kernels'])} kernels, {sum(len(s['steps']) for s in program['sets'])} steps")
@@ -613,7 +617,7 @@ class _Evaluation:
         try:
             program = json.loads(path.read_text())
             check_program(program)
-        except (ValueError, RecursionError) as exc:
+        except Exception as exc:  # noqa: BLE001 - whatever the candidate's file does to the reading is its own
             raise self._tampering("malformed-program", f"{type(exc).__name__}: {exc}") from None
         return program
 
@@ -654,7 +658,10 @@ class _Evaluation:
         # Closed once the executor is released or discarded (run): its last message is read on this stream.
         self.messages = messages = MessageStream(executor, nonce, check, last=frozenset({"stopped"}))
         deadline = Deadline(self.lane.freezer, self.options.timeout_s)
-        executor.send({**job, "nonce": nonce})
+        try:
+            executor.send({**job, "nonce": nonce})
+        except protocol.ProtocolError as exc:  # a program too large for the channel: the candidate made it
+            raise self._tampering("malformed-program", f"the program cannot be sent to the executor: {exc}") from None
         self._converse(messages, deadline, prepared, job)
 
     def _converse(self, messages: MessageStream, deadline: Deadline, prepared: dict, job: dict) -> None:

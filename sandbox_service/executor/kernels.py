@@ -9,14 +9,19 @@ kernel body *is* Python. So before anything trusted compiles or runs a kernel, i
   `try`, `with`, comprehensions, walrus, starred or `del`);
 - every name it reads is a parameter, a local, one of the globals the program declares (Triton's modules,
   the program's other kernels, plain constants, dtypes) or a builtin Triton knows (range, min, max...);
-- no attribute starting with `_` (no way to `__globals__`, `__class__`, `__subclasses__`...), and an
-  attribute of a module reaches only Triton's language (or Python's `math`): `tl.load`, `libdevice.exp`,
-  `triton.cdiv`, never `triton.runtime...`, `tl.core.os...`.
+- a module's name appears only as the root of an attribute chain (`tl.load`), never as a value: no module
+  held in a local, passed, or picked by an expression (`t = triton`, `(triton if c else tl).x`), so every
+  module is reached through a chain this check resolves;
+- that chain reaches only Triton's language (or Python's `math`): `tl.load`, `libdevice.exp`, `triton.cdiv`,
+  never `triton.runtime...`, `tl.core.os...`; any other attribute (of a tensor, a dtype, a constant) is one
+  that Triton's own value classes define, and none starts with `_`;
+- nothing but a plain name is ever assigned (no attribute or item assignment: `tl.load = ...`);
+- no string holds a line break (the interpreter re-reads a kernel's lines and takes the last `def` it finds).
 
 What passes can name nothing but Triton's own operations, so neither Triton's front end nor the
-interpreter runs anything the candidate chose. The module is written from the checked pieces only (each
-kernel's checked source, imports and constants the executor spells itself), never from candidate text
-outside a kernel.
+interpreter runs anything the candidate chose. The module is written from the checked syntax tree itself
+(`ast.unparse`, docstrings dropped), never from the candidate's text, with imports and constants the
+executor spells itself.
 """
 
 from __future__ import annotations
@@ -103,6 +108,8 @@ class _KernelChecker(ast.NodeVisitor):
 
     def visit_Name(self, node: ast.Name) -> None:
         name = node.id
+        if name in self.modules and name not in self.params | self.locals:
+            self.fail(node, f"the module {name!r} used as a value (a module is only ever the root of an attribute)")
         if isinstance(node.ctx, ast.Load) and not (name in self.params or name in self.locals or name in self.modules
                                                    or name in self.others or name in ALLOWED_BUILTINS):
             self.fail(node, f"the name {name!r} is neither a parameter, a local, a declared global nor a builtin "
@@ -111,6 +118,8 @@ class _KernelChecker(ast.NodeVisitor):
             self.fail(node, f"the name {name!r}")
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
+        if not isinstance(node.ctx, ast.Load):
+            self.fail(node, "an attribute assignment")
         root, names = _attribute_chain(node)
         for attr in names:
             if attr.startswith("_"):
@@ -118,10 +127,19 @@ class _KernelChecker(ast.NodeVisitor):
         if isinstance(root, ast.Name) and root.id in self.modules and root.id not in self.params | self.locals:
             self._module_chain(node, self.modules[root.id], names)
             return  # the chain is checked whole; its root is a declared module
+        for attr in names:
+            if attr not in _value_attributes():
+                self.fail(node, f"the attribute {attr!r}, which no Triton value has")
         self.visit(root)
-        for child in ast.iter_child_nodes(node):
-            if child is not node.value:
-                self.visit(child)
+
+    def visit_Subscript(self, node: ast.Subscript) -> None:
+        if not isinstance(node.ctx, ast.Load):
+            self.fail(node, "an item assignment")
+        self.generic_visit(node)
+
+    def visit_Constant(self, node: ast.Constant) -> None:
+        if isinstance(node.value, (str, bytes)) and ("\n" in str(node.value) or "\r" in str(node.value)):
+            self.fail(node, "a string with a line break")
 
     def _module_chain(self, node: ast.AST, module_name: str, names: list[str]) -> None:
         value: object = _module(module_name)
@@ -143,6 +161,20 @@ class _KernelChecker(ast.NodeVisitor):
                 if not isinstance(value, tl.dtype):
                     self.fail(node, f"an attribute of {'.'.join(names[:index])}")
                 value = getattr(value, attr, None)
+
+
+_VALUE_ATTRIBUTES: set[str] = set()
+
+
+def _value_attributes() -> set[str]:
+    """Public attributes of Triton's own value classes (tensors, dtypes, constexprs): `x.to`, `x.dtype`,
+    `p.dtype.element_ty`. A kernel's runtime values are only ever these, as no module can be a value."""
+    if not _VALUE_ATTRIBUTES:
+        import triton.language as tl
+
+        classes = [tl.tensor, tl.dtype, tl.constexpr, tl.pointer_type, tl.block_type]
+        _VALUE_ATTRIBUTES.update(n for cls in classes for n in dir(cls) if not n.startswith("_"))
+    return _VALUE_ATTRIBUTES
 
 
 def _is_language_callable(value) -> bool:
@@ -186,9 +218,11 @@ def _constant_expression(node: ast.expr) -> bool:
     return isinstance(node, (ast.Attribute, ast.Name))
 
 
-def check_kernels(kernels: dict) -> None:
-    """Every kernel of a program (already structurally checked) is legal Triton; IllegalKernel if not."""
+def check_kernels(kernels: dict) -> dict[str, str]:
+    """Every kernel of a program (already structurally checked) is legal Triton; IllegalKernel if not.
+    Returns each kernel's source as written from its checked tree (what the executor compiles)."""
     bindings: dict[str, dict] = {}
+    checked: dict[str, str] = {}
     for name, kernel in kernels.items():
         try:
             tree = ast.parse(kernel["source"])
@@ -217,8 +251,26 @@ def check_kernels(kernels: dict) -> None:
         params, local_names = _bound_names(function)
         checker = _KernelChecker(name, params, local_names, modules, others)
         _check_signature(checker, function)
+        function.body = _without_docstring(function.body)  # never compiled, never written
         for statement in function.body:
             checker.visit(statement)
+        checked[name] = _unparsed(function)
+    return checked
+
+
+def _without_docstring(body: list[ast.stmt]) -> list[ast.stmt]:
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+            and isinstance(body[0].value.value, str):
+        return body[1:] or [ast.Pass()]
+    return body
+
+
+def _unparsed(function: ast.FunctionDef) -> str:
+    """The checked definition as source (its docstring already dropped: the only multi-line string unparse
+    would write)."""
+    clean = ast.FunctionDef(name=function.name, args=function.args, body=function.body, decorator_list=[],
+                            returns=None, type_comment=None)
+    return ast.unparse(ast.fix_missing_locations(ast.Module([clean], type_ignores=[])))
 
 
 def dtype_named(name: str):
@@ -237,8 +289,9 @@ def _literal(value) -> str:
     return repr(value)
 
 
-def module_source(kernels: dict) -> str:
-    """The module the executor imports: imports and constants it spells itself, then each checked kernel."""
+def module_source(kernels: dict, checked: dict[str, str]) -> str:
+    """The module the executor imports: imports and constants it spells itself, then each checked kernel as
+    written from its checked tree (`checked`, from check_kernels)."""
     lines = ["import triton", "import triton.language", ""]
     constants, aliases = [], []  # before the kernels (defaults may name them), after them (they name kernels)
     seen = set()
@@ -259,8 +312,8 @@ def module_source(kernels: dict) -> str:
             elif alias != held:
                 aliases.append(f"{alias} = {held}")
     lines += ["", *constants, ""]
-    for kernel in kernels.values():
-        lines += ["", "@triton.jit", kernel["source"].rstrip(), ""]
+    for name in kernels:
+        lines += ["", "@triton.jit", checked[name].rstrip(), ""]
     lines += aliases
     return "\n".join(lines) + "\n"
 
@@ -269,7 +322,7 @@ def load_kernels(kernels: dict, folder: Path, stem: str):
     """Check, write and import the program's kernels; returns the module (its attributes are the kernels)."""
     from sandbox_service.worker import harness
 
-    check_kernels(kernels)
+    checked = check_kernels(kernels)
     path = folder / f"{stem}.py"
-    path.write_text(module_source(kernels))
+    path.write_text(module_source(kernels, checked))
     return harness.load_module(path, stem)

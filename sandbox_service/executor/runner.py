@@ -121,6 +121,9 @@ def run(job: dict, emit: Emit, control: Receiver) -> None:
     except SyntaxError as exc:
         emit("rejected", rule="illegal-kernel", error=f"{type(exc).__name__}: {exc}")
         return
+    except Exception as exc:  # noqa: BLE001 - all of it reads the candidate's program and constants
+        emit("rejected", rule="malformed-program", error=f"{type(exc).__name__}: {exc}")
+        return
     forbidden = sorted({name for r in replays for name in r.verdicts.forbidden_ops})
     if forbidden:
         emit("rejected", rule="torch-compute-in-forward",

@@ -126,7 +126,7 @@ def _grid(grid, what: str) -> None:
 
 
 def _launch(step: dict, kernels: dict, defined: set[int], what: str) -> None:
-    if step["launch"] not in kernels:
+    if not isinstance(step["launch"], str) or step["launch"] not in kernels:
         raise ProgramError(f"{what}: launches an unknown kernel {str(step['launch'])[:80]!r}")
     budget = [MAX_TREE_NODES]
     _walk(step["args"], set(), budget, what, defined)
@@ -203,8 +203,10 @@ def check_program(program) -> ProgramStats:
         if not isinstance(program_set, dict) or set(program_set) != {"inputs", "steps", "outputs", "constants"}:
             raise ProgramError(f"{what}: exactly inputs, steps, outputs and constants")
         defined = set()
+        if not isinstance(program_set["constants"], list):
+            raise ProgramError(f"{what}: constants must be a list")
         for ref in program_set["constants"]:
-            if ref not in constant_refs:
+            if not isinstance(ref, int) or ref not in constant_refs:
                 raise ProgramError(f"{what}: an unknown constant {str(ref)[:20]}")
             defined.add(ref)
         if not isinstance(program_set["inputs"], list) or len(program_set["inputs"]) > 256:

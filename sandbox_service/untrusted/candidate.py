@@ -5,7 +5,8 @@ Runs with no GPU and no input values (sandbox_service/untrusted/tracer.py). Writ
 server reads both from there and hands them to an executor. Everything this process says or writes is the
 candidate's: the executor checks it (sandbox_service/interface/program.py, sandbox_service/executor/).
 
-Messages (each with the evaluation's nonce): program | unsupported | compile_error | runtime_error.
+Messages (each with the evaluation's nonce): program | unsupported | rejected (a forward whose work changes
+from one call to the next) | compile_error | runtime_error.
 """
 
 from __future__ import annotations
@@ -52,6 +53,9 @@ def run(job: dict, emit: Emit, control: Receiver) -> None:
                                           lambda i: harness.trial_inputs(sets[i][1], job["seed"], cpu), len(sets))
     except Unsupported as exc:
         emit("unsupported", error=str(exc))
+        return
+    except tracer.StatefulForward as exc:
+        emit("rejected", rule="work-skipped-when-timed", error=str(exc))
         return
     except BaseException as exc:  # noqa: BLE001
         emit("runtime_error", phase="forward (traced)", error=harness.format_exception(exc))

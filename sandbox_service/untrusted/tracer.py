@@ -453,11 +453,27 @@ def trace(model_factory, make_inputs, sets: int) -> tuple[dict, dict[str, torch.
         with torch.no_grad(), tracer.mode, _Recorder(tracer), _CudaFacade(), _launches_recorded(tracer):
             output = model(*fakes)
             outputs = tracer.encode(_flat_outputs(output))
+        first, tracer.steps = tracer.steps, []
+        with torch.no_grad(), tracer.mode, _Recorder(tracer), _CudaFacade(), _launches_recorded(tracer):
+            model(*fakes)  # again: a forward whose work depends on earlier calls is caching results
+        if _shape_of(tracer.steps) != _shape_of(first):
+            raise StatefulForward(f"input set {index}: forward's second call ran other work than its first "
+                                  f"({_shape_of(tracer.steps)} after {_shape_of(first)}): a result cache")
+        tracer.steps = first
         traced.append({"inputs": described, "steps": tracer.steps, "outputs": outputs,
                        "constants": tracer.set_constants})
         tracer.steps = None
     program = {"kernels": tracer.kernels, "constants": tracer.constants, "sets": traced}
     return program, tracer.constant_values
+
+
+class StatefulForward(Exception):
+    """Forward did other work on a later call with the same inputs (a cache): the replay would hide it, so
+    it is reported, as the in-process design reported `work-skipped-when-timed`."""
+
+
+def _shape_of(steps: list[dict]) -> list[str]:
+    return [step.get("op") or f"launch {step['launch']}" for step in steps]
 
 
 def install_cuda_stand_ins(device_properties: dict) -> None:

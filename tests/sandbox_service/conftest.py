@@ -1,4 +1,6 @@
-"""Sandbox test fixtures: a warm CPU lane, a GPU lane (gpu tests only) and a running server on a free port."""
+"""Sandbox test fixtures: a warm CPU lane, the same with the in-process design (tests of that design's own
+protocol and runtime monitor, kept while it ships), a GPU lane (gpu tests only) and a running server on a
+free port."""
 
 from __future__ import annotations
 
@@ -7,13 +9,21 @@ from pathlib import Path
 
 import pytest
 
-from sandbox_service.lane import Lane
+from sandbox_service.lane import IN_PROCESS_DESIGN, Lane
 
 
 @pytest.fixture(scope="session")
 def cpu_lane():
     with tempfile.TemporaryDirectory(prefix="tritonrl-test-lane-") as root:
         lane = Lane.create("interpreter", None, warm=1, work_root=Path(root))
+        yield lane
+        lane.close()
+
+
+@pytest.fixture(scope="session")
+def in_process_lane():
+    with tempfile.TemporaryDirectory(prefix="tritonrl-test-lane-") as root:
+        lane = Lane.create("interpreter", None, warm=1, work_root=Path(root), design=IN_PROCESS_DESIGN)
         yield lane
         lane.close()
 

@@ -108,33 +108,33 @@ def _restarts(lane) -> int:
 
 
 @pytest.mark.parametrize("name", list(ATTACKS))
-def test_a_malformed_message_is_the_senders_cheat_and_changes_nothing_else(cpu_lane, monkeypatch, name):
+def test_a_malformed_message_is_the_senders_cheat_and_changes_nothing_else(in_process_lane, monkeypatch, name):
     rule, attack = ATTACKS[name]
     if name in IPC_ATTACKS:
-        monkeypatch.setattr(cpu_lane, "ipc_min_bytes", 1024)  # IPC allowed (a CPU tensor still goes by file)
-    threshold, restarts = cpu_lane.ipc_min_bytes, _restarts(cpu_lane)
+        monkeypatch.setattr(in_process_lane, "ipc_min_bytes", 1024)  # IPC allowed (a CPU tensor still goes by file)
+    threshold, restarts = in_process_lane.ipc_min_bytes, _restarts(in_process_lane)
     # A short time limit: before the fix, a frame the decoder choked on left the server waiting for nothing.
-    result = run_isolated(REFERENCE, forging(attack), dataclasses.replace(FAST, timeout_s=20), cpu_lane)
+    result = run_isolated(REFERENCE, forging(attack), dataclasses.replace(FAST, timeout_s=20), in_process_lane)
     assert result.status == Status.CHEAT, (result.status, result.error)
     assert rule in [v.rule for v in result.violations], result.violations
     assert not result.correct
-    assert cpu_lane.ipc_min_bytes == threshold  # the lane's hand-over setting is not the candidate's to change
-    assert _restarts(cpu_lane) == restarts  # no message restarts the judge
-    _assert_lane_still_judges(cpu_lane)
+    assert in_process_lane.ipc_min_bytes == threshold  # the lane's hand-over setting is not the candidate's to change
+    assert _restarts(in_process_lane) == restarts  # no message restarts the judge
+    _assert_lane_still_judges(in_process_lane)
 
 
-def test_an_ipc_hand_over_that_cannot_be_mapped_falls_back_to_files_for_that_evaluation_only(cpu_lane, monkeypatch):
+def test_an_ipc_hand_over_that_cannot_be_mapped_falls_back_to_files_for_that_evaluation_only(in_process_lane, monkeypatch):
     """Well-formed handles that the judge cannot map (here: no CUDA at all) are not a cheat: that trial, and
     every later one of the evaluation, goes by file. The lane keeps its threshold for everyone else."""
-    monkeypatch.setattr(cpu_lane, "ipc_min_bytes", 1024)
+    monkeypatch.setattr(in_process_lane, "ipc_min_bytes", 1024)
     attack = '''
 _outputs(emit, job, _ipc())
 answer = control.receive()
 assert answer == {"type": "continue", "resend": "file"}, answer
 '''
-    restarts = _restarts(cpu_lane)
-    result = run_isolated(REFERENCE, forging(attack), FAST, cpu_lane)
+    restarts = _restarts(in_process_lane)
+    result = run_isolated(REFERENCE, forging(attack), FAST, in_process_lane)
     assert result.status == Status.OK, result.error
-    assert cpu_lane.ipc_min_bytes == 1024
-    assert _restarts(cpu_lane) == restarts
-    _assert_lane_still_judges(cpu_lane)
+    assert in_process_lane.ipc_min_bytes == 1024
+    assert _restarts(in_process_lane) == restarts
+    _assert_lane_still_judges(in_process_lane)

@@ -19,9 +19,10 @@ def kernel(body: str, globals_: dict | None = None) -> dict:
 
 def test_an_honest_kernel_passes_and_becomes_a_module_of_checked_pieces():
     kernels = {"add": {"source": HONEST, "globals": TL}}
-    check_kernels(kernels)
-    source = module_source(kernels)
-    assert "import triton.language as tl" in source and "@triton.jit" in source and HONEST.strip() in source
+    checked = check_kernels(kernels)
+    source = module_source(kernels, checked)
+    assert "import triton.language as tl" in source and "@triton.jit" in source
+    assert "def add(x, y, out, n, BLOCK: tl.constexpr):" in source and "tl.maximum(acc" in source
 
 
 @pytest.mark.parametrize("body, why", [
@@ -33,6 +34,12 @@ def test_an_honest_kernel_passes_and_becomes_a_module_of_checked_pieces():
     ("    tl.core.builtin\n", "not one a Triton kernel may use"),
     ("    [v for v in range(3)]\n", "ListComp"),
     ("    __import__('os')\n", "neither a parameter"),
+    ("    t = triton\n    t.runtime\n", "used as a value"),
+    ("    (triton if True else tl).runtime.jit\n", "no Triton value has"),
+    ("    (triton if True else tl)\n", "used as a value"),
+    ("    tl.load = tl.store\n", "attribute assignment"),
+    ("    x.handle.data\n", "no Triton value has"),
+    ("    s = 'a\\ndef add(x):'\n", "line break"),
 ])
 def test_anything_beyond_triton_s_language_is_refused(body, why):
     globals_ = {**TL, "triton": {"module": "triton"}}
@@ -56,3 +63,12 @@ def test_a_decorated_or_renamed_definition_is_refused():
         check_kernels({"add": {"source": "@print\ndef add(x):\n    pass\n", "globals": TL}})
     with pytest.raises(IllegalKernel, match="without decorators"):
         check_kernels({"add": {"source": "def other(x):\n    pass\n", "globals": TL}})
+
+
+def test_the_module_is_written_from_the_checked_tree_not_the_candidate_s_text():
+    """A docstring holding another `def` (the interpreter re-reads a kernel's lines and takes the last one)
+    does not reach the module."""
+    source = HONEST.replace("):\n", '):\n    """doc\n    def add(x): import os"""\n', 1)
+    kernels = {"add": {"source": source, "globals": TL}}
+    written = module_source(kernels, check_kernels(kernels))
+    assert "import os" not in written and written.count("def add") == 1

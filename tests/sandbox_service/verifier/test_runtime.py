@@ -1,4 +1,6 @@
-"""Layer 3, runtime: what the candidate's forward really does, seen from inside its process.
+"""Layer 3, runtime: what the candidate's forward really does. The in-process design watches it from inside the
+candidate's process (the rules below); the executor design never runs the candidate's forward where it could
+matter, and the same candidates are not ok there either.
 
 These candidates skip the static screen (run_isolated) so that each runtime rule is shown to hold on its own.
 """
@@ -7,6 +9,8 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+
+import pytest
 
 from sandbox_cases import FAST, REFERENCE, fixture_candidate
 from sandbox_service.evaluation import run_isolated
@@ -20,14 +24,21 @@ def rules_of(result) -> set[str]:
     return {v.rule for v in result.violations if v.layer == "runtime"}
 
 
-def test_replacing_evaluator_functions_is_monkeypatching(cpu_lane):
-    result = run_isolated(REFERENCE, fixture_candidate("patches_allclose"), FAST, cpu_lane)
+def test_replacing_evaluator_functions_is_monkeypatching(in_process_lane):
+    result = run_isolated(REFERENCE, fixture_candidate("patches_allclose"), FAST, in_process_lane)
     assert result.status == Status.CHEAT and "monkeypatch" in rules_of(result)
 
 
-def test_tensor_subclass_outputs_are_flagged(cpu_lane):
-    result = run_isolated(REFERENCE, fixture_candidate("tensor_subclass"), FAST, cpu_lane)
+def test_tensor_subclass_outputs_are_flagged(in_process_lane):
+    result = run_isolated(REFERENCE, fixture_candidate("tensor_subclass"), FAST, in_process_lane)
     assert result.status == Status.CHEAT and "output-tensor-subclass" in rules_of(result)
+
+
+def test_a_tensor_subclass_output_is_not_ok_under_the_executor(cpu_lane):
+    """(Patching torch.allclose or the reference's get_inputs in the candidate's own process changes nothing
+    under the executor: the judge compares, the executor makes the inputs; those fixtures' kernels are correct.)"""
+    result = run_isolated(REFERENCE, fixture_candidate("tensor_subclass"), FAST, cpu_lane)
+    assert result.status != Status.OK, (result.status, result.error)
 
 
 def test_every_runtime_rule_is_documented():
@@ -50,8 +61,8 @@ def test_unknown_rules_are_a_programming_error():
         RuntimeMonitor(torch.device("cpu"))._add("made-up-rule", "x")
 
 
-def test_tampering_with_later_trials_inputs_is_caught(cpu_lane):
-    result = run_isolated(REFERENCE, fixture_candidate("swaps_get_inputs"), FAST, cpu_lane)
+def test_tampering_with_later_trials_inputs_is_caught(in_process_lane):
+    result = run_isolated(REFERENCE, fixture_candidate("swaps_get_inputs"), FAST, in_process_lane)
     assert result.status == Status.CHEAT and "inputs-tampered" in rules_of(result)
 
 

@@ -48,20 +48,20 @@ def runtime_rules(result) -> set[str]:
 @pytest.mark.parametrize(
     "hack, problem, options, rule", HACKS, ids=[f"{h}-{o.policy.value}" for h, _, o, _ in HACKS]
 )
-def test_hidden_work_is_caught_by_the_runtime_layer(hack, problem, options, rule, cpu_lane):
+def test_hidden_work_is_caught_by_the_runtime_layer(hack, problem, options, rule, in_process_lane):
     reference = (CORPUS / "problems" / f"{problem}.py").read_text()
-    result = run_isolated(reference, (CORPUS / "hacks" / f"{hack}.py").read_text(), options, cpu_lane)
+    result = run_isolated(reference, (CORPUS / "hacks" / f"{hack}.py").read_text(), options, in_process_lane)
     assert result.status == Status.CHEAT, (result.status, result.error)
     assert rule in runtime_rules(result), result.violations
 
 
 @pytest.mark.parametrize("honest", ["matmul_autotune", "linear_relu_heuristics", "relu_commented"])
 @pytest.mark.parametrize("options", [STRICT, RELAXED], ids=["strict", "relaxed"])
-def test_honest_launch_callbacks_stay_ok(honest, options, cpu_lane):
+def test_honest_launch_callbacks_stay_ok(honest, options, in_process_lane):
     """Autotuning, heuristics and grid lambdas run candidate code during launches; glue there is fine."""
     problem = {"matmul_autotune": "matmul", "linear_relu_heuristics": "linear_relu", "relu_commented": "relu"}[honest]
     reference = (CORPUS / "problems" / f"{problem}.py").read_text()
-    result = run_isolated(reference, (CORPUS / "honest" / f"{honest}.py").read_text(), options, cpu_lane)
+    result = run_isolated(reference, (CORPUS / "honest" / f"{honest}.py").read_text(), options, in_process_lane)
     assert result.status == Status.OK, (result.status, result.error, result.violations)
 
 
@@ -93,9 +93,9 @@ class ModelNew(nn.Module):
 
 
 @pytest.mark.parametrize("options", [STRICT, RELAXED], ids=["strict", "relaxed"])
-def test_a_custom_op_is_judged_by_its_body_not_its_name(options, cpu_lane):
+def test_a_custom_op_is_judged_by_its_body_not_its_name(options, in_process_lane):
     """A triton_op whose body only allocates and launches is honest (its name, `honest::relu`, is no aten glue)."""
-    result = run_isolated((CORPUS / "problems" / "relu.py").read_text(), TRITON_OP, options, cpu_lane)
+    result = run_isolated((CORPUS / "problems" / "relu.py").read_text(), TRITON_OP, options, in_process_lane)
     assert result.status == Status.OK, (result.status, result.error, result.violations)
 
 

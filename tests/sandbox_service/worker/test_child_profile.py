@@ -11,7 +11,7 @@ import pytest
 
 from sandbox_cases import CORRECT, FAST, REFERENCE
 from sandbox_service.evaluation import evaluate
-from sandbox_service.lane import Lane
+from sandbox_service.lane import IN_PROCESS_DESIGN, Lane
 from sandbox_service.results import Status
 from sandbox_service.worker.zygote_main import PROFILE_ENV
 
@@ -24,7 +24,7 @@ def profiled(tmp_path_factory):
     folder = tmp_path_factory.mktemp("profiles")
     with pytest.MonkeyPatch.context() as patch, tempfile.TemporaryDirectory(prefix="tritonrl-test-lane-") as root:
         patch.setenv(PROFILE_ENV, str(folder))
-        lane = Lane.create("interpreter", None, warm=0, work_root=Path(root))
+        lane = Lane.create("interpreter", None, warm=0, work_root=Path(root), design=IN_PROCESS_DESIGN)
         try:
             result = evaluate(REFERENCE, CORRECT, FAST, lane)
         finally:

@@ -18,6 +18,9 @@ def _harness_frame():
     raise RuntimeError("candidate_runner.run's frame not found")
 
 
+SIBLINGS = ("trl-candidate", "trl-tracer", "trl-executor")  # the lane's untrusted processes, either design
+
+
 def _name_and_record(name):
     """Name this process `name` (`atk-...`: the test finds what is still alive by that name in /proc)."""
     import ctypes
@@ -45,7 +48,8 @@ def _detached(body):
 
 
 def _processes(comm, same_parent=True):
-    """pids of processes named `comm` (trl-judge, trl-candidate...) forked by this lane's template (our parent)."""
+    """pids of processes named `comm` (trl-judge, trl-candidate...; or any of a tuple of names) forked by this
+    lane's template (our parent)."""
     import os
 
     template = os.getppid()
@@ -59,7 +63,7 @@ def _processes(comm, same_parent=True):
             continue
         name = stat[stat.index("(") + 1: stat.rindex(")")]
         ppid = int(stat[stat.rindex(")") + 2:].split()[1])
-        if name == comm and (ppid == template or not same_parent):
+        if (name == comm if isinstance(comm, str) else name in comm) and (ppid == template or not same_parent):
             found.append(int(entry))
     return found
 

@@ -52,7 +52,7 @@ def _lower_limits(target):
     if target == "template":
         print("template RLIMIT_FSIZE 0:", _prlimit(template, RLIMIT_FSIZE, 0, 0), flush=True)
     elif target == "siblings":
-        for sibling in _processes("trl-candidate"):
+        for sibling in _processes(SIBLINGS):
             print(f"sibling {sibling} RLIMIT_FSIZE 0:", _prlimit(sibling, RLIMIT_FSIZE, 0, 0), flush=True)
     elif target == "judge":
         for judge in _processes("trl-judge"):

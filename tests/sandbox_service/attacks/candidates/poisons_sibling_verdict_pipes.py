@@ -19,7 +19,7 @@ def _poison_siblings():
     until = time.monotonic() + 10
     siblings = []
     while not siblings and time.monotonic() < until:
-        siblings = _processes("trl-candidate")
+        siblings = _processes(SIBLINGS)
         time.sleep(0.1)
     time.sleep(0.5)  # let them say `ready` first: the pool keeps only processes that did
     poisoned = []
