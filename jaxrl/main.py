@@ -66,6 +66,8 @@ def run_eval_command(config: Config, args: argparse.Namespace) -> int:
     from jaxrl.evaluation.runner import run_eval
     from jaxrl.generators import load_generator, mesh_from_section, resolve_source
 
+    if config.model.endpoint is not None:  # an OpenAI-compatible API instead of an in-process model
+        return _report(_import("jaxrl.evaluation.endpoint", "eval").run_endpoint_eval(config, not args.no_progress))
     # Check the inputs first: a bad selection or model path fails in a second, not after loading the model.
     try:
         problems = load_tasks(TaskSelection.from_section(config.eval))
@@ -78,10 +80,22 @@ def run_eval_command(config: Config, args: argparse.Namespace) -> int:
     generator = load_generator(config.model, mesh=mesh_from_section(config.mesh), sampling=config.sampling)
     _note(f"model ready in {time.monotonic() - started:.1f} s; {len(problems)} problems x {config.sampling.num_samples}"
           " samples", progress)
-    run = run_eval(config, generator, progress=progress, problems=problems)
+    return _report(run_eval(config, generator, progress=progress, problems=problems))
+
+
+def _report(run) -> int:
+    """Prints an evaluation's metrics table and run folder."""
     print(run.metrics.table())
     print(f"\n{run.samples} samples of {run.problems} problems in {run.duration_s:.1f} s; run folder: {run.run_dir}")
     return EXIT_OK
+
+
+def run_score_command(config: Config, args: argparse.Namespace) -> int:
+    return _report(_import("jaxrl.evaluation.score", "score").run_score(config, progress=not args.no_progress))
+
+
+def run_serve_command(config: Config, args: argparse.Namespace) -> int:
+    return _import("jaxrl.serving.server", "serve").run_serve(config)
 
 
 def run_sample_command(config: Config, args: argparse.Namespace) -> int:
@@ -115,6 +129,12 @@ def _sample_aliases(overrides: list[str]) -> list[str]:
     return expand_aliases(overrides)
 
 
+def _aliases(overrides: list[str], aliases: dict[str, str]) -> list[str]:
+    from jaxrl.sampling.cli import expand_aliases
+
+    return expand_aliases(overrides, aliases)
+
+
 COMMANDS: dict[str, Command] = {
     "eval": Command(
         "sample k completions per KernelBench problem, evaluate them in the sandbox, write metrics",
@@ -124,6 +144,10 @@ COMMANDS: dict[str, Command] = {
                       add_arguments=_sample_arguments, expand_overrides=_sample_aliases),
     "sft": Command("supervised fine-tuning", run_sft_command),
     "grpo": Command("GRPO reinforcement learning with sandbox rewards", run_grpo_command),
+    "score": Command("evaluate completions produced elsewhere (a JSONL or a KernelBench runs folder), as eval does",
+                     run_score_command, add_arguments=_eval_arguments,
+                     expand_overrides=lambda overrides: _aliases(overrides, {"completions": "score.completions"})),
+    "serve": Command("serve model.source over an OpenAI-compatible HTTP API (docs/ecosystem.md)", run_serve_command),
     "data": Command("build verified, decontaminated, split SFT and RL data with the data engine (docs/data.md)",
                     run_data_command, default_config="data_cpu", add_arguments=_eval_arguments),
 }

@@ -17,7 +17,9 @@ from jaxrl.config.schema import (
     SampleSection,
     SamplingSection,
     SandboxSection,
+    ScoreSection,
     Section,
+    ServeSection,
 )
 
 __all__ = [
@@ -31,7 +33,9 @@ __all__ = [
     "SampleSection",
     "SamplingSection",
     "SandboxSection",
+    "ScoreSection",
     "Section",
+    "ServeSection",
     "all_keys",
     "dump_config",
     "load_config",

@@ -30,6 +30,7 @@ Backend = Literal["auto", "cuda", "interpreter"]
 Policy = Literal["strict", "relaxed"]
 Split = Literal["train", "val", "heldout"]
 Fallback = Literal["generated"]
+EndpointApi = Literal["chat", "completion"]
 
 _NULLS = ("null", "none", "None", "~")
 _HOST_PORT = re.compile(r"^(?P<host>[^\s:]+|\[[0-9a-fA-F:]+\]):(?P<port>\d+)$")
@@ -192,6 +193,15 @@ class ModelSection(Section):
     dtype: compute dtype; param_dtype: storage dtype of the weights. attention_impl: "reference"
     (plain XLA), "fast" (cuDNN), "auto" (fast when possible). remat: activation checkpointing in
     training ("none", "full", "dots" = keep matmul outputs). Same values as jaxrl.models.config.
+
+    endpoint: the base URL of an OpenAI-compatible API (e.g. http://127.0.0.1:8000/v1); when set, `eval`
+    asks it for completions instead of loading `source` (jaxrl.evaluation.endpoint). api_key_env: the
+    environment variable holding its API key (null: no key). api: chat (/chat/completions with the
+    prompt's messages) or completion (/completions with the prompt rendered by `tokenizer`'s chat
+    template). name: the model's name on the API: the one `eval` requests (null: the endpoint's only
+    model) and the one `serve` advertises (null: the source's name). max_concurrency: requests in flight;
+    max_retries: new attempts after a failed request (timeouts, 429, 5xx), with exponential backoff;
+    timeout_s: per request.
     """
 
     source: str = "smollm2-135m"
@@ -200,6 +210,13 @@ class ModelSection(Section):
     param_dtype: DType = "float32"
     attention_impl: AttentionImpl = "auto"
     remat: RematPolicy = "none"
+    endpoint: str | None = None
+    api_key_env: str | None = None
+    api: EndpointApi = "chat"
+    name: str | None = None
+    max_concurrency: int = 8
+    max_retries: int = 4
+    timeout_s: float = 600.0
 
     def _problems(self) -> list[str]:
         problems = []
@@ -207,7 +224,14 @@ class ModelSection(Section):
             problems.append("source must name a checkpoint folder, a GGUF file or a bundled model")
         if self.tokenizer is not None and not self.tokenizer.strip():
             problems.append("tokenizer must be null or a path")
-        return problems
+        if self.endpoint is not None and not re.match(r"^https?://[^\s/]+", self.endpoint):
+            problems.append(f"endpoint must be null or an http(s) URL, got {self.endpoint!r}")
+        if self.api_key_env is not None and not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", self.api_key_env):
+            problems.append(f"api_key_env must be null or an environment variable name, got {self.api_key_env!r}")
+        if self.name is not None and not self.name.strip():
+            problems.append("name must be null or a model name")
+        problems += self._at_least(1, "max_concurrency") + self._at_least(0, "max_retries")
+        return problems + self._above(0, "timeout_s")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -330,6 +354,46 @@ class SandboxSection(Section):
                 problems.append(f"targets must be host:port, got {target!r}")
         problems += self._at_least(1, "workers", "max_concurrency")
         problems += self._in_range("trials", 1, 100) + self._in_range("timeout_s", 0, 3600, open_low=True)
+        return problems
+
+
+@dataclasses.dataclass(frozen=True)
+class ServeSection(Section):
+    """`python -m jaxrl.main serve`: an OpenAI-compatible server for `model.source` (jaxrl.serving).
+
+    host / port: where it listens. batch_window_ms: how long the first waiting request waits for others
+    to share its batch (0: batch only what is already waiting). Requests without max_tokens get
+    `sampling.max_new_tokens`; `sampling.batch_size` rows are decoded together.
+    """
+
+    host: str = "127.0.0.1"
+    port: int = 8000
+    batch_window_ms: float = 10.0
+
+    def _problems(self) -> list[str]:
+        problems = [] if self.host.strip() else ["host must not be empty"]
+        return problems + self._in_range("port", 0, 65535) + self._in_range("batch_window_ms", 0, 10000)
+
+
+@dataclasses.dataclass(frozen=True)
+class ScoreSection(Section):
+    """`python -m jaxrl.main score`: evaluate completions produced elsewhere (jaxrl.evaluation.score).
+
+    completions: a JSONL of {problem, completion} rows or a KernelBench generations folder
+    (`level_<L>_problem_<P>_sample_<S>_kernel.py` files). KernelBench problems are found through the
+    `eval` section's dataset and cpu_sized. k: the k of the @k rates (null: 1 and the fewest samples
+    any problem has).
+    """
+
+    completions: str | None = None
+    k: tuple[int, ...] | None = None
+
+    def _problems(self) -> list[str]:
+        problems = []
+        if self.completions is not None and not self.completions.strip():
+            problems.append("completions must be null or a path")
+        if self.k is not None and (not self.k or any(k < 1 for k in self.k)):
+            problems.append(f"k must be null or a non-empty list of ints >= 1, got {list(self.k)}")
         return problems
 
 
@@ -593,6 +657,8 @@ class Config(Section):
     checkpoint: CheckpointSection = dataclasses.field(default_factory=CheckpointSection)
     grpo: GRPOSection = dataclasses.field(default_factory=GRPOSection)
     data: DataSection = dataclasses.field(default_factory=DataSection)
+    serve: ServeSection = dataclasses.field(default_factory=ServeSection)
+    score: ScoreSection = dataclasses.field(default_factory=ScoreSection)
 
     def _problems(self) -> list[str]:
         if max(self.eval.k) > self.sampling.num_samples:

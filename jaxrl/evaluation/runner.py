@@ -37,7 +37,7 @@ from jaxrl.data.task_source import TaskSelection, TaskSpec, load_tasks
 from jaxrl.evaluation.metrics import Metrics, compute_metrics
 from jaxrl.evaluation.report import per_problem_summary, write_report
 from jaxrl.evaluation.run_dir import create_run_dir
-from jaxrl.sampling.api import Completion, TextGenerator
+from jaxrl.sampling.api import TextGenerator
 from jaxrl.sampling.sampler import params_from_section
 from sandbox_service.client import SandboxClient
 from sandbox_service.options import CandidateFormat, EvalOptions
@@ -45,9 +45,11 @@ from sandbox_service.results import EvalResult, Status, Violation
 
 
 class ChatGenerator(TextGenerator, Protocol):
-    """A TextGenerator that also renders chat messages into its own prompt format (chat template)."""
+    """A TextGenerator that also renders chat messages into its own prompt format: text through a chat
+    template for the JAX sampler; the messages themselves for a chat API (jaxrl.evaluation.endpoint).
+    The runner passes what `render` returns to `generate` untouched."""
 
-    def render(self, messages: list[dict[str, str]]) -> str: ...
+    def render(self, messages: list[dict[str, str]]) -> Any: ...
 
 
 @dataclasses.dataclass(frozen=True)
@@ -128,15 +130,32 @@ def run_eval(
         if own_client:
             client.close()
 
-    metrics = compute_metrics(records, config.eval.k)
-    by_family = compute_metrics(records, config.eval.k, group_by="family") if any(p.family for p in problems) else None
+    return finish_run(config, run_dir, problems, records, generation, started)
+
+
+def finish_run(
+    config: Config,
+    run_dir: Path,
+    problems: Sequence[TaskSpec],
+    records: list[dict[str, Any]],
+    timing: dict[str, Any],
+    started: float,
+    origin: str | None = None,
+    ks: Sequence[int] | None = None,
+) -> EvalRun:
+    """metrics.json and report.md of a run whose verdicts are in `records`; `timing` gains total_s.
+    origin: where the completions came from when no model generated them here (`score`);
+    ks: the k of the @k rates (None: eval.k)."""
+    ks = tuple(ks or config.eval.k)
+    metrics = compute_metrics(records, ks)
+    by_family = compute_metrics(records, ks, group_by="family") if any(p.family for p in problems) else None
     duration = time.monotonic() - started
-    timing = {**generation, "total_s": round(duration, 3)}
+    timing = {**timing, "total_s": round(duration, 3)}
     summary = {**metrics.to_dict(), "per_problem": per_problem_summary(problems, records), "timing": timing}
     if by_family is not None:
         summary["by_family"] = by_family.to_dict()
     (run_dir / "metrics.json").write_text(json.dumps(summary, indent=2) + "\n")
-    write_report(run_dir / "report.md", config, problems, records, metrics, timing, by_family)
+    write_report(run_dir / "report.md", config, problems, records, metrics, timing, by_family, origin=origin)
     return EvalRun(run_dir, metrics, len(problems), len(records), duration)
 
 
@@ -158,7 +177,7 @@ def _sample_and_evaluate(
     generation_s = 0.0
     gen_bar = tqdm(total=total, desc="generate", unit="sample", disable=not progress, position=0)
     eval_bar = tqdm(total=total, desc="evaluate", unit="sample", disable=not progress, position=1)
-    evaluator = _Evaluator(client, eval_options(config.sandbox), config.sandbox.max_concurrency, run_dir, eval_bar)
+    evaluator = Evaluator(client, eval_options(config.sandbox), config.sandbox.max_concurrency, run_dir, eval_bar)
     with evaluator:
         for call, start in enumerate(range(0, len(problems), per_call)):
             chunk = problems[start : start + per_call]
@@ -175,8 +194,9 @@ def _sample_and_evaluate(
                 raise RuntimeError(f"the generator returned {got} completions for {len(chunk)} prompts x {n} samples")
             for problem, samples in zip(chunk, outputs):
                 for index, completion in enumerate(samples):
-                    generated_tokens += len(completion.token_ids)
-                    evaluator.submit(problem, index, completion)
+                    generated_tokens += completion.num_tokens
+                    details = {"num_tokens": completion.num_tokens, "finish_reason": completion.finish_reason}
+                    evaluator.submit(problem, index, completion.text, details)
             gen_bar.update(len(chunk) * n)
         gen_bar.close()
         records = evaluator.wait()
@@ -189,7 +209,7 @@ def _sample_and_evaluate(
     return records, generation
 
 
-class _Evaluator:
+class Evaluator:
     """Evaluates completions on a thread pool and appends each verdict to samples.jsonl as it arrives."""
 
     def __init__(self, client: SandboxClient, options: EvalOptions, concurrency: int, run_dir: Path, bar: tqdm):
@@ -203,18 +223,19 @@ class _Evaluator:
         self._file = open(run_dir / "samples.jsonl", "w", encoding="utf-8")
         self._bar = bar
 
-    def submit(self, problem: TaskSpec, index: int, completion: Completion) -> None:
-        self._futures.append(self._pool.submit(self._evaluate, problem, index, completion))
+    def submit(self, problem: TaskSpec, index: int, text: str, details: dict[str, Any]) -> None:
+        """Evaluate `text` as sample `index` of `problem`; `details` (e.g. num_tokens, finish_reason) go
+        into its record before the completion and the verdict."""
+        self._futures.append(self._pool.submit(self._evaluate, problem, index, text, details))
 
-    def _evaluate(self, problem: TaskSpec, index: int, completion: Completion) -> None:
-        result = self._verdict(problem, completion)
+    def _evaluate(self, problem: TaskSpec, index: int, text: str, details: dict[str, Any]) -> None:
+        result = self._verdict(problem, text)
         record = {
             "problem": problem.key,
             **problem.metadata(),
             "sample": index,
-            "num_tokens": len(completion.token_ids),
-            "finish_reason": completion.finish_reason,
-            "completion": completion.text,
+            **details,
+            "completion": text,
             **result.to_dict(),
         }
         line = json.dumps(_finite(record), allow_nan=False)
@@ -228,13 +249,13 @@ class _Evaluator:
             self._bar.update(1)
             self._bar.set_postfix(ok=self._correct, refresh=False)
 
-    def _verdict(self, problem: TaskSpec, completion: Completion) -> EvalResult:
-        if not completion.text.strip():
+    def _verdict(self, problem: TaskSpec, text: str) -> EvalResult:
+        if not text.strip():
             # The sandbox refuses empty sources as a malformed request; for a completion it is a format failure.
             violation = Violation("format", "empty-completion", "the completion is empty")
             return EvalResult(Status.FORMAT_ERROR, violations=[violation])
         try:
-            return self._client.evaluate(problem.code, completion.text, self._options, input_sets=problem.input_sets,
+            return self._client.evaluate(problem.code, text, self._options, input_sets=problem.input_sets,
                                          request_id=problem.key)
         except Exception as exc:  # noqa: BLE001 - one bad request must not end the run; it is scored as infra
             return EvalResult(Status.INFRA_ERROR, error=f"sandbox request failed: {type(exc).__name__}: {exc}")
@@ -245,7 +266,7 @@ class _Evaluator:
             future.result()
         return list(self._records)
 
-    def __enter__(self) -> _Evaluator:
+    def __enter__(self) -> Evaluator:
         return self
 
     def __exit__(self, *exc_info) -> None:

@@ -38,12 +38,22 @@ class Completion:
     token_ids: tuple[int, ...]
     logprobs: tuple[float, ...]
     finish_reason: str  # "stop" (EOS, stop token or stop string) or "length"
+    # Tokens generated, for generators that return text without token ids (a remote endpoint's usage
+    # count); None: len(token_ids).
+    token_count: int | None = None
 
     def __post_init__(self):
         if len(self.token_ids) != len(self.logprobs):
             raise ValueError("token_ids and logprobs must have the same length")
+        if self.token_count is not None and (self.token_count < 0 or (self.token_ids and
+                                                                       self.token_count != len(self.token_ids))):
+            raise ValueError(f"token_count must be >= 0 and match token_ids when both are given, got {self.token_count}")
         if self.finish_reason not in ("stop", "length"):
             raise ValueError(f"finish_reason must be 'stop' or 'length', got {self.finish_reason!r}")
+
+    @property
+    def num_tokens(self) -> int:
+        return len(self.token_ids) if self.token_count is None else self.token_count
 
 
 class TextGenerator(Protocol):

@@ -1,0 +1,6 @@
+"""Serving a policy over an OpenAI-compatible HTTP API (`python -m jaxrl.main serve`).
+
+batcher.py  concurrent requests -> batched generate calls on the thread that owns the sampler
+app.py      the FastAPI routes (/v1/models, /v1/chat/completions, /v1/completions), OpenAI's shapes
+server.py   loading the configured model, the uvicorn server, `run_serve`
+"""
