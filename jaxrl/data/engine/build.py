@@ -52,7 +52,7 @@ from sandbox_service.results import EvalResult
 
 log = logging.getLogger(__name__)
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: teacher strategies, plans with the math, expression spellings, the rl split
 # Shards whose untemplated tasks Inductor compiles while an earlier one is built. A capture takes about 20 s on
 # an H100 (a fresh process importing Inductor) and a shard 11-16 s, so one shard of lead can leave a shard
 # waiting for its compilations (on the H100 two measured the same as one: benchmarks/RESULTS.md).
