@@ -28,7 +28,7 @@ AttentionImpl = Literal["reference", "fast", "auto"]
 RematPolicy = Literal["none", "full", "dots"]
 Backend = Literal["auto", "cuda", "interpreter"]
 Policy = Literal["strict", "relaxed"]
-Split = Literal["train", "val", "heldout"]
+Split = Literal["train", "rl", "val", "heldout"]
 Fallback = Literal["generated"]
 
 _NULLS = ("null", "none", "None", "~")
@@ -546,7 +546,8 @@ class DataSection(Section):
     change with its inputs and not be degenerate); min_ref_time_us: references faster than this are dropped (GPU only; 0: keep all).
     inductor: ask the sandbox's Inductor call for a module where a family has no template or its template
     failed. tokenizer: counts tokens (a bundled model's name or a tokenizer folder); pairs longer than
-    max_tokens (prompt + completion) are left out. kernelbench: the benchmark decontaminated against
+    max_tokens (prompt + completion), or whose completion exceeds max_completion_tokens (the generation
+    budget; 0: no limit), are left out. kernelbench: the benchmark decontaminated against
     (None: the shared KernelBench; a build without it is marked not decontaminated). infra_retries:
     new attempts after a sandbox infra_error before the build stops (a rerun resumes). The `sandbox`
     section says where references and pairs run, with max_concurrency requests in flight.
@@ -564,6 +565,7 @@ class DataSection(Section):
     inductor: bool = False
     tokenizer: str = "smollm2-135m"
     max_tokens: int = 16384
+    max_completion_tokens: int = 0
     validate_seeds: int = 3
     min_ref_time_us: float = 0.0
     kernelbench: str | None = None
@@ -571,6 +573,7 @@ class DataSection(Section):
 
     def _problems(self) -> list[str]:
         problems = self._at_least(0, "sft_pairs", "rl_tasks", "max_tasks", "min_ref_time_us", "infra_retries")
+        problems += self._at_least(0, "max_completion_tokens")
         problems += self._at_least(1, "chunk_size", "max_tokens") + self._in_range("validate_seeds", 2, 20)
         if self.sft_pairs == 0 and self.rl_tasks == 0:
             problems.append("sft_pairs and rl_tasks are both 0: nothing to build")

@@ -470,7 +470,8 @@ class _Selection:
         self.rl_count += sum(1 for o in outcomes if o.rl_row is not None)
 
     def _fits(self, row: dict[str, Any]) -> bool:
-        return pair_tokens(row) <= self.data.max_tokens
+        budget = self.data.max_completion_tokens
+        return pair_tokens(row) <= self.data.max_tokens and (not budget or row["tokens"]["completion"] <= budget)
 
     def targets_met(self) -> bool:
         return self.sft_count >= self.data.sft_pairs and self.rl_count >= self.data.rl_tasks
