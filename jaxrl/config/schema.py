@@ -28,7 +28,7 @@ AttentionImpl = Literal["reference", "fast", "auto"]
 RematPolicy = Literal["none", "full", "dots"]
 Backend = Literal["auto", "cuda", "interpreter"]
 Policy = Literal["strict", "relaxed"]
-Split = Literal["train", "val", "heldout"]
+Split = Literal["train", "rl", "val", "heldout"]
 Fallback = Literal["generated"]
 EndpointApi = Literal["chat", "completion"]
 
@@ -534,6 +534,11 @@ class GRPOSection(Section):
     (0 = off) by kl_estimator (k1 | k2 | k3), loss_agg_mode (token-mean | seq-mean-token-mean |
     seq-mean-token-sum-norm). reuse_sampler_logprobs: take the old logprobs from the sampler instead
     of recomputing them (only valid at temperature 1). logits_chunk: must divide row_multiple.
+    Logprobs are taken at sampling.temperature (> 0; top_p 1 and top_k 0: the loop refuses truncated
+    sampling). dynamic_sampling: drop groups whose advantages are all zero and sample more tasks, up to
+    max_sampling_rounds rollouts a step, until tasks_per_step groups with a signal are kept.
+    speedup_min_ref_us / speedup_noise_floor: a measured speedup reaches R_speedup only when the
+    reference took at least that long and |speedup - 1| exceeds the floor (else it counts as 1).
     Logs: log_completions adds each completion's text to its record in the run's rollouts.jsonl.
     """
 
@@ -567,6 +572,10 @@ class GRPOSection(Section):
     beta: float = 0.0
     kl_estimator: Literal["k1", "k2", "k3"] = "k3"
     loss_agg_mode: Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm"] = "token-mean"
+    dynamic_sampling: bool = False
+    max_sampling_rounds: int = 3
+    speedup_min_ref_us: float = 0.0
+    speedup_noise_floor: float = 0.0
     log_every: int = 1
     log_completions: bool = False
     seed: int = 0
@@ -575,7 +584,9 @@ class GRPOSection(Section):
         problems = _selection_problems(self.levels, self.ids) + _source_problems(self)
         problems += self._at_least(2, "group_size", note=" (a group needs a baseline)")
         problems += self._at_least(1, "tasks_per_step", "tasks_per_call", "max_steps", "num_iterations",
-                                   "micro_batch_rows", "row_multiple", "log_every")
+                                   "micro_batch_rows", "row_multiple", "log_every", "max_sampling_rounds")
+        problems += self._at_least(0, "speedup_min_ref_us") + self._in_range("speedup_noise_floor", 0, 1,
+                                                                             open_high=True)
         if self.logits_chunk < 0 or (self.logits_chunk and self.row_multiple % self.logits_chunk):
             problems.append(f"logits_chunk must be 0 or divide row_multiple ({self.row_multiple}), "
                             f"got {self.logits_chunk}")
@@ -599,7 +610,8 @@ class DataSection(Section):
     change with its inputs and not be degenerate); min_ref_time_us: references faster than this are dropped (GPU only; 0: keep all).
     inductor: ask the sandbox's Inductor call for a module where a family has no template or its template
     failed. tokenizer: counts tokens (a bundled model's name or a tokenizer folder); pairs longer than
-    max_tokens (prompt + completion) are left out. kernelbench: the benchmark decontaminated against
+    max_tokens (prompt + completion), or whose completion exceeds max_completion_tokens (the generation
+    budget; 0: no limit), are left out. kernelbench: the benchmark decontaminated against
     (None: the shared KernelBench; a build without it is marked not decontaminated). infra_retries:
     new attempts after a sandbox infra_error before the build stops (a rerun resumes). The `sandbox`
     section says where references and pairs run, with max_concurrency requests in flight.
@@ -617,6 +629,7 @@ class DataSection(Section):
     inductor: bool = False
     tokenizer: str = "smollm2-135m"
     max_tokens: int = 16384
+    max_completion_tokens: int = 0
     validate_seeds: int = 3
     min_ref_time_us: float = 0.0
     kernelbench: str | None = None
@@ -624,6 +637,7 @@ class DataSection(Section):
 
     def _problems(self) -> list[str]:
         problems = self._at_least(0, "sft_pairs", "rl_tasks", "max_tasks", "min_ref_time_us", "infra_retries")
+        problems += self._at_least(0, "max_completion_tokens")
         problems += self._at_least(1, "chunk_size", "max_tokens") + self._in_range("validate_seeds", 2, 20)
         if self.sft_pairs == 0 and self.rl_tasks == 0:
             problems.append("sft_pairs and rl_tasks are both 0: nothing to build")

@@ -11,10 +11,19 @@ One step of `GRPOLoop.run`:
       -> rewards (`rewards.score_results`), usable mask (infra failures are unusable: zero advantage,
          zero loss weight, left out of every group statistic), HRD per-token advantages
       -> one record per sample (verdict, rewards, advantages, lengths) to rollouts.jsonl via RolloutLogger
-      -> old logprobs recomputed with the current parameters before the update (one extra forward;
-         the sampler's logprobs are under softmax(logits / T), not the policy, unless T = 1)
+      -> dynamic sampling (`dynamic_sampling`): groups whose advantages are all zero (every usable sample
+         got the same reward, so they carry no gradient) are dropped and more tasks are sampled, up to
+         `max_sampling_rounds` rollouts, until `tasks_per_step` groups with a signal are kept
+      -> old logprobs recomputed with the current parameters before the update (one extra forward), at the
+         sampling temperature: the policy that is trained is softmax(logits / T), the one that sampled
       -> `num_iterations` optimizer updates (TrainStep: exact gradient accumulation over micro-batches)
-      -> metrics (JSONL + TensorBoard via MetricsLogger, and the progress bar) -> checkpoint.
+      -> metrics (JSONL + TensorBoard via MetricsLogger, and the progress bar) -> checkpoint. The
+         trust-region metrics (ratio, clip fraction, approx-KL) are means over every update of the step (and
+         `_max` over updates): the first update's ratio is 1 by construction and says nothing.
+
+Sampling for training is at temperature T > 0 with no top-k and no top-p: the loss's logprobs are those of
+the full tempered distribution, and a truncated sampler would be another policy (its off-support tokens have
+no logprob to correct). The loop refuses the other settings instead of training the wrong policy.
 
 Several processes (one per host, `jaxrl.distributed`): process 0 alone scores, and its verdicts are
 broadcast to the others (`multihost.broadcast_json`), so every process trains on the same rewards and
@@ -52,7 +61,7 @@ from jaxrl.training.logprobs import token_logprobs, token_logprobs_and_entropy
 from jaxrl.training.losses import LossConfig, LossOutput, policy_loss, summarize_metrics
 from jaxrl.training.metrics_log import MetricsLogger, to_number
 from jaxrl.training.multihost import broadcast_json
-from jaxrl.training.rewards import RewardConfig, score_results
+from jaxrl.training.rewards import RewardConfig, SpeedupGuard, guard_speedups, score_results
 from jaxrl.training.rollout import Rollout, Task
 from jaxrl.training.rollout_log import RolloutLogger
 from jaxrl.training.sft import BatchOrder, DataPosition
@@ -212,6 +221,24 @@ def completion_segments(decode: Callable[[Sequence[int]], str], completion: Comp
     return segment_tokens(completion.text, token_offsets(decode, completion.token_ids, completion.text))
 
 
+def select_groups(rollout: Rollout, groups: Sequence[int]) -> Rollout:
+    """The rollout restricted to the groups (task indices) given, in that order."""
+    pick = list(groups)
+    return Rollout([rollout.tasks[t] for t in pick], [rollout.prompt_ids[t] for t in pick],
+                   [rollout.completions[t] for t in pick], [rollout.verdicts[t] for t in pick],
+                   [rollout.segments[t] for t in pick], rollout.generation_s, rollout.scoring_wait_s)
+
+
+def concat_rollouts(rollouts: Sequence[Rollout]) -> Rollout:
+    """One rollout holding the groups of all, in order (times add up)."""
+    if not rollouts:
+        raise ValueError("no rollouts to concatenate")
+    return Rollout([t for r in rollouts for t in r.tasks], [p for r in rollouts for p in r.prompt_ids],
+                   [c for r in rollouts for c in r.completions], [v for r in rollouts for v in r.verdicts],
+                   [g for r in rollouts for g in r.segments], sum(r.generation_s for r in rollouts),
+                   sum(r.scoring_wait_s for r in rollouts))
+
+
 # ---------------------------------------------------------------------------------------------- batch
 
 
@@ -260,32 +287,46 @@ def split_micro(rows: dict[str, np.ndarray], micro_batch_rows: int) -> list[dict
 # ---------------------------------------------------------------------------------------------- loss
 
 
-def make_grpo_loss(config: LossConfig, logits_chunk: int = 0) -> LossFn:
-    """The PPO-clip (+ KL) loss of `losses.policy_loss` on rows built by `build_rows`; micro-batches
-    hold `old_logprobs` (and `ref_logprobs` when the KL term or its report is wanted). The policy's
-    per-token entropy is reported as the metric `entropy` (no gradient: not an entropy bonus)."""
+class GRPOLoss:
+    """The PPO-clip (+ KL) loss of `losses.policy_loss` on rows built by `build_rows`, with logprobs under
+    softmax(logits / temperature) (the sampling temperature); micro-batches hold `old_logprobs` (and
+    `ref_logprobs` when the KL term or its report is wanted). The policy's per-token entropy, at the same
+    temperature, is reported as the metric `entropy` (no gradient: not an entropy bonus)."""
 
-    def grpo_loss(model, batch, rng) -> LossOutput:
+    def __init__(self, config: LossConfig, logits_chunk: int = 0, temperature: float = 1.0):
+        if not temperature > 0:
+            raise ValueError(f"the GRPO loss needs a sampling temperature > 0, got {temperature!r}")
+        self.config = config
+        self.logits_chunk = logits_chunk
+        self.temperature = float(temperature)
+
+    def __call__(self, model, batch, rng) -> LossOutput:
         del rng
         logp, entropy = token_logprobs_and_entropy(model, batch["tokens"], batch["positions"], batch["segment_ids"],
-                                                   batch["targets"], logits_chunk, one_sequence_per_row=True)
-        return policy_loss(logp, batch["old_logprobs"], batch["advantages"], batch["mask"], config,
+                                                   batch["targets"], self.logits_chunk, one_sequence_per_row=True,
+                                                   temperature=self.temperature)
+        return policy_loss(logp, batch["old_logprobs"], batch["advantages"], batch["mask"], self.config,
                            ref_logprobs=batch.get("ref_logprobs"), entropy=jax.lax.stop_gradient(entropy))
 
-    return grpo_loss
+
+def make_grpo_loss(config: LossConfig, logits_chunk: int = 0, temperature: float = 1.0) -> GRPOLoss:
+    """The GRPO loss at the sampling `temperature` (see GRPOLoss)."""
+    return GRPOLoss(config, logits_chunk, temperature)
 
 
 class LogprobFn:
-    """Compiled `token_logprobs` of given parameters on a micro-batch (old and reference logprobs)."""
+    """Compiled `token_logprobs` of given parameters on a micro-batch (old and reference logprobs), at the
+    sampling temperature."""
 
-    def __init__(self, graphdef: nnx.GraphDef, mesh: Mesh, step: TrainStep, logits_chunk: int):
+    def __init__(self, graphdef: nnx.GraphDef, mesh: Mesh, step: TrainStep, logits_chunk: int,
+                 temperature: float = 1.0):
         self.mesh = mesh
         self.step = step
 
         def fn(params, batch):
             model = nnx.merge(graphdef, params)
             return token_logprobs(model, batch["tokens"], batch["positions"], batch["segment_ids"], batch["targets"],
-                                  logits_chunk, one_sequence_per_row=True)
+                                  logits_chunk, one_sequence_per_row=True, temperature=temperature)
 
         self._fn = jax.jit(fn, out_shardings=NamedSharding(mesh, P()))
 
@@ -312,10 +353,12 @@ class GRPOSettings:
     log_every: int = 1
     checkpoint_every: int = 0
     seed: int = 0
+    dynamic_sampling: bool = False
+    max_sampling_rounds: int = 3
 
     def __post_init__(self) -> None:
         for name in ("tasks_per_step", "micro_batch_rows", "total_steps", "num_iterations", "tasks_per_call",
-                     "row_multiple", "log_every"):
+                     "row_multiple", "log_every", "max_sampling_rounds"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.logits_chunk < 0 or self.checkpoint_every < 0:
@@ -330,7 +373,8 @@ class GRPOLoop:
 
     generator: a `Sampler` (or anything with encode/decode/generate_from_ids/update_model);
     scorer: called on process 0 only (`collect_rollout`), so the other processes may pass None;
-    ref_params: frozen reference parameters (pure dict) for the KL term, None when beta = 0.
+    ref_params: frozen reference parameters (pure dict) for the KL term, None when beta = 0;
+    speedup_guard: which measured speedups reach R_speedup (`rewards.SpeedupGuard`; default: all).
     """
 
     settings: GRPOSettings
@@ -345,6 +389,7 @@ class GRPOLoop:
     reward_config: RewardConfig
     schedule: optax.Schedule
     ref_params: Any = None
+    speedup_guard: SpeedupGuard = SpeedupGuard()
     checkpointer: Checkpointer | None = None
     logger: MetricsLogger | None = None
     rollout_logger: RolloutLogger | None = None
@@ -355,8 +400,18 @@ class GRPOLoop:
             raise ValueError("beta > 0 needs ref_params (the frozen reference policy)")
         if self.settings.reuse_sampler_logprobs and self.sampling.temperature != 1.0:
             raise ValueError("reuse_sampler_logprobs needs temperature 1 (sampler logprobs are under logits / T)")
+        temperature = self.sampling.temperature
+        if not temperature > 0 or self.sampling.top_p < 1.0 or self.sampling.top_k > 0:
+            raise ValueError(f"GRPO samples at a temperature > 0 with top_p 1 and top_k 0 (got temperature "
+                             f"{temperature}, top_p {self.sampling.top_p}, top_k {self.sampling.top_k}): the loss "
+                             "trains the full tempered distribution, and a truncated sampler is another policy")
+        loss_temperature = getattr(self.step_fn.loss_fn, "temperature", 1.0)
+        if loss_temperature != temperature:
+            raise ValueError(f"the loss computes logprobs at temperature {loss_temperature} but the sampler samples at "
+                             f"{temperature}: build it with make_grpo_loss(..., temperature={temperature})")
         self.order = BatchOrder(len(self.tasks), self.settings.tasks_per_step, self.settings.seed)
-        self.logprob_fn = LogprobFn(self.step_fn.graphdef, self.step_fn.mesh, self.step_fn, self.settings.logits_chunk)
+        self.logprob_fn = LogprobFn(self.step_fn.graphdef, self.step_fn.mesh, self.step_fn, self.settings.logits_chunk,
+                                    temperature)
         mesh_shape = dict(self.step_fn.mesh.shape)
         self.rows_multiple = self.settings.micro_batch_rows
         batch_devices = mesh_shape.get("data", 1) * mesh_shape.get("fsdp", 1)
@@ -390,32 +445,72 @@ class GRPOLoop:
 
     def train_step(self, state: TrainState, position: DataPosition, step: int
                    ) -> tuple[TrainState, DataPosition, dict[str, float]]:
-        """One rollout and its `num_iterations` updates; returns the new state, position and metrics."""
+        """One rollout (several with dynamic sampling) and its `num_iterations` updates; returns the new state,
+        position and metrics."""
         s = self.settings
         started = time.perf_counter()
-        indices, after = self.order.next(position)
-        tasks = [self.tasks[i] for i in indices]
         self.generator.update_model(model_from_state(self.step_fn.graphdef, state))
-        params = dataclasses.replace(self.sampling, seed=self.sampling.seed + step)
-        rollout = collect_rollout(self.generator, self.scorer, tasks, params, s.tasks_per_call)
-        g = rollout.group_size
-        rewards = score_results([v for row in rollout.verdicts for v in row], self.reward_config, group_size=g)
+        sampled: list[Rollout] = []
+        kept: list[tuple[Rollout, list[int]]] = []
+        kept_groups = 0
+        for round_index in range(s.max_sampling_rounds if s.dynamic_sampling else 1):
+            indices, position = self.order.next(position)
+            params = dataclasses.replace(self.sampling, seed=self.sampling.seed + step + 7919 * round_index)
+            rollout = collect_rollout(self.generator, self.scorer, [self.tasks[i] for i in indices], params,
+                                      s.tasks_per_call)
+            sampled.append(rollout)
+            groups = list(range(len(rollout.tasks)))
+            if s.dynamic_sampling:
+                plan_adv, code_adv, _ = self._advantages(rollout)
+                groups = [t for t in groups if np.any(plan_adv[t] != 0) or np.any(code_adv[t] != 0)]
+            groups = groups[: s.tasks_per_step - kept_groups]
+            if groups:
+                kept.append((rollout, groups))
+                kept_groups += len(groups)
+            if kept_groups >= s.tasks_per_step:
+                break
+        seen = concat_rollouts(sampled)
+        train = concat_rollouts([select_groups(r, g) for r, g in kept]) if kept else None
+        seen_rewards = score_results(guard_speedups([v for row in seen.verdicts for v in row], self.speedup_guard),
+                                     self.reward_config, group_size=seen.group_size)
+        update: dict[str, float] = {}
+        lr = float(self.schedule(int(state.step)))
+        t_update = time.perf_counter()
+        if train is not None:
+            plan_adv, code_adv, rewards = self._advantages(train)
+            plan_adv, code_adv = plan_adv.reshape(-1), code_adv.reshape(-1)
+            if self.rollout_logger is not None:
+                # Before the update, so a step that fails there still leaves its samples on record;
+                # numbered as metrics.jsonl numbers the step (the count of steps done after it).
+                self.rollout_logger.log(step + 1, train, rewards, plan_adv, code_adv)
+            state, update = self._update(state, train, rewards.usable.reshape(-1), plan_adv, code_adv)
+        update_s = time.perf_counter() - t_update
+        values = self._metrics(seen, seen_rewards, seen_rewards.usable.reshape(-1), update, lr, update_s,
+                               time.perf_counter() - started)
+        values.update({"dynamic/rounds": float(len(sampled)), "dynamic/groups_sampled": float(len(seen.tasks)),
+                       "dynamic/groups_kept": float(kept_groups)})
+        return state, position, values
+
+    def _advantages(self, rollout: Rollout) -> tuple[np.ndarray, np.ndarray, Any]:
+        """(plan advantages, code advantages) [num_groups, G] and the rewards of a rollout, its untrusted
+        speedups counted as 1 (`speedup_guard`)."""
+        verdicts = guard_speedups([v for row in rollout.verdicts for v in row], self.speedup_guard)
+        rewards = score_results(verdicts, self.reward_config, group_size=rollout.group_size)
         plan_adv, code_adv = sequence_advantages(rewards.correct, rewards.speedup, rewards.usable,
                                                  self.reward_mode, self.advantage_config)
-        plan_adv, code_adv = np.asarray(plan_adv).reshape(-1), np.asarray(code_adv).reshape(-1)
-        if self.rollout_logger is not None:
-            # Before the update, so a step that fails there still leaves its samples on record;
-            # numbered as metrics.jsonl numbers the step (the count of steps done after it).
-            self.rollout_logger.log(step + 1, rollout, rewards, plan_adv, code_adv)
-        usable = rewards.usable.reshape(-1)
-        flat = rollout.flat()
+        return np.asarray(plan_adv), np.asarray(code_adv), rewards
+
+    def _update(self, state: TrainState, rollout: Rollout, usable: np.ndarray, plan_adv: np.ndarray,
+                code_adv: np.ndarray) -> tuple[TrainState, dict[str, float]]:
+        """`num_iterations` updates on the rollout; metrics summed over all of them (then per-token means),
+        plus the largest approx-KL and clip fraction of any one update."""
+        s = self.settings
         token_adv = []
-        for r, (t, j) in enumerate(flat):
+        for r, (t, j) in enumerate(rollout.flat()):
             seg = rollout.segments[t][j][None, :]
             token_adv.append(np.asarray(token_advantages(seg, plan_adv[r : r + 1], code_adv[r : r + 1]))[0]
                              if seg.shape[1] else np.zeros((0,), np.float32))
         rows = build_rows(rollout, token_adv, usable, s.row_multiple, self.rows_multiple)
-        t_update = time.perf_counter()
         micro = split_micro(rows, s.micro_batch_rows)
         for index, batch in enumerate(micro):
             if s.reuse_sampler_logprobs:
@@ -424,17 +519,18 @@ class GRPOLoop:
                 batch["old_logprobs"] = self.logprob_fn(state.params, batch)
             if self.ref_params is not None:
                 batch["ref_logprobs"] = self.logprob_fn(self.ref_params, batch)
-        # Metrics of the first update: its ratio is exactly that of the recomputed old logprobs.
-        first: dict[str, float] = {}
-        lr = float(self.schedule(int(state.step)))
-        for iteration in range(s.num_iterations):
+        per_update = []
+        for _ in range(s.num_iterations):
             state, metrics = self.step_fn(state, micro)
-            if iteration == 0:
-                first = {k: to_number(v, k) for k, v in jax.device_get(metrics).items()}
-        update_s = time.perf_counter() - t_update
-        elapsed = time.perf_counter() - started
-        values = self._metrics(rollout, rewards, usable, first, lr, update_s, elapsed)
-        return state, after, values
+            per_update.append({k: to_number(v, k) for k, v in jax.device_get(metrics).items()})
+        totals = {k: float(sum(m[k] for m in per_update)) for k in per_update[0]}
+        for key in ("loss", "grad_norm", "denominator"):
+            totals[key] = totals[key] / len(per_update)
+        each = [summarize_metrics({k: m[k] for k in m if k not in ("loss", "grad_norm", "denominator")})
+                for m in per_update]
+        totals["approx_kl_max"] = max(float(m["approx_kl"]) for m in each)
+        totals["clip_fraction_max"] = max(float(m["clip_low"] + m["clip_high"]) for m in each)
+        return state, totals
 
     def _sampler_logprobs(self, rollout: Rollout, batch: dict[str, np.ndarray], index: int) -> np.ndarray:
         out = np.zeros_like(batch["mask"])
@@ -462,8 +558,13 @@ class GRPOLoop:
         speed = rewards.speedup.reshape(-1)[ok]
         raw_speedups = [v.get("speedup") for v in verdicts if v and v.get("status") == Status.OK.value
                         and v.get("speedup") is not None]
+        trusted = [v for v in guard_speedups(verdicts, self.speedup_guard)
+                   if v and v.get("status") == Status.OK.value and v.get("speedup") is not None]
         lengths = np.array([len(c.token_ids) for c in completions], np.float64)
-        summary = summarize_metrics({k: update[k] for k in update if k not in ("loss", "grad_norm", "denominator")})
+        trained = bool(update)
+        summary = summarize_metrics({k: update[k] for k in update
+                                     if k not in ("loss", "grad_norm", "denominator", "approx_kl_max",
+                                                  "clip_fraction_max")}) if trained else {}
         tokens_generated = float(lengths.sum())
         values = {
             "reward/correct_mean": float(correct.mean()) if correct.size else 0.0,
@@ -479,25 +580,30 @@ class GRPOLoop:
             "rate/infra_error": float(1.0 - ok.mean()),
             "rate/truncated": float(np.mean([c.finish_reason == "length" for c in completions])),
             "speedup/mean_of_correct": float(np.mean(raw_speedups)) if raw_speedups else 0.0,
+            "speedup/trusted_share": (float(np.mean([v.get("speedup_trusted", True) for v in trusted]))
+                                      if trusted else 0.0),
             "length/response_mean": float(lengths.mean()),
             "length/response_max": float(lengths.max()),
             "length/plan_tokens_mean": float(np.mean([(s == PLAN).sum() for s in segments])),
             "length/code_tokens_mean": float(np.mean([(s == CODE).sum() for s in segments])),
-            "train/loss": update["loss"],
-            "train/grad_norm": update["grad_norm"],
+            "train/loss": update.get("loss", 0.0),
+            "train/grad_norm": update.get("grad_norm", 0.0),
             "train/lr": lr,
-            "train/loss_tokens": update["denominator"],
-            "train/pg_loss": float(summary["pg_loss"]),
-            "train/ratio_mean": float(summary["ratio"]),
-            "train/approx_kl": float(summary["approx_kl"]),
-            "train/clip_fraction": float(summary["clip_low"] + summary["clip_high"]),
-            "train/entropy": float(summary["entropy"]),
+            "train/loss_tokens": update.get("denominator", 0.0),
+            "train/pg_loss": float(summary.get("pg_loss", 0.0)),
+            "train/ratio_mean": float(summary.get("ratio", 1.0)),
+            "train/approx_kl": float(summary.get("approx_kl", 0.0)),
+            "train/approx_kl_max": update.get("approx_kl_max", 0.0),
+            "train/clip_fraction": float(summary.get("clip_low", 0.0) + summary.get("clip_high", 0.0)),
+            "train/clip_fraction_max": update.get("clip_fraction_max", 0.0),
+            "train/entropy": float(summary.get("entropy", 0.0)),
+            "train/updated": float(trained),
             "time/generation_s": rollout.generation_s,
             "time/sandbox_wait_s": rollout.scoring_wait_s,
             "time/update_s": update_s,
             "time/step_s": elapsed,
             "throughput/generated_tokens_per_s": tokens_generated / max(rollout.generation_s, 1e-9),
-            "throughput/update_tokens_per_s": update["tokens"] * self.settings.num_iterations / max(update_s, 1e-9),
+            "throughput/update_tokens_per_s": update.get("tokens", 0.0) / max(update_s, 1e-9),
             "samples": float(n),
         }
         if "ref_kl" in summary:

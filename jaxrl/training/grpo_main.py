@@ -41,7 +41,7 @@ from jaxrl.training.losses import LossConfig
 from jaxrl.training.metrics_log import MetricsLogger
 from jaxrl.training.multihost import broadcast_json
 from jaxrl.training.optim import make_optimizer
-from jaxrl.training.rewards import RewardConfig
+from jaxrl.training.rewards import RewardConfig, SpeedupGuard
 from jaxrl.training.rollout_log import RolloutLogger
 from jaxrl.training.sft_main import (
     export_policy, load_policy, load_policy_tokenizer, policy_config, run_directory,
@@ -101,8 +101,10 @@ def run(config: Config) -> int:
             tasks_per_call=settings.tasks_per_call, row_multiple=settings.row_multiple,
             logits_chunk=settings.logits_chunk, reuse_sampler_logprobs=settings.reuse_sampler_logprobs,
             log_every=settings.log_every, checkpoint_every=config.checkpoint.every, seed=settings.seed,
+            dynamic_sampling=settings.dynamic_sampling, max_sampling_rounds=settings.max_sampling_rounds,
         ),
-        step_fn=TrainStep(graphdef, make_grpo_loss(loss_config, settings.logits_chunk), optimizer, mesh, shardings),
+        step_fn=TrainStep(graphdef, make_grpo_loss(loss_config, settings.logits_chunk, config.sampling.temperature),
+                          optimizer, mesh, shardings),
         generator=sampler,
         scorer=scorer,
         tasks=tasks,
@@ -113,6 +115,7 @@ def run(config: Config) -> int:
         reward_config=reward_config,
         schedule=schedule,
         ref_params=ref_params,
+        speedup_guard=SpeedupGuard(settings.speedup_min_ref_us, settings.speedup_noise_floor),
         checkpointer=checkpointer,
         logger=logger,
         rollout_logger=rollout_logger,

@@ -11,6 +11,10 @@ so it carries no gradient: the backward pass of the log-probs is unchanged by as
 
 `one_sequence_per_row` is the caller's promise that each row holds one sequence from slot 0 followed
 by padding (GRPO rows, unpacked rows); it lets cuDNN attention drop the dense mask (models/attention.py).
+
+`temperature` divides the logits before the softmax, as the sampler does: GRPO samples from
+softmax(logits / T), so its old and new logprobs (and the entropy it reports) must be those of that
+distribution, or any T other than 1 trains a policy other than the one that was sampled.
 """
 
 from __future__ import annotations
@@ -29,9 +33,12 @@ def token_logprobs(
     targets: jax.Array,
     chunk: int = 0,
     one_sequence_per_row: bool = False,
+    temperature: float = 1.0,
 ) -> jax.Array:
-    """float32 [B, T]: log p(targets[b, t] | tokens of the same segment up to t); chunk 0 = no chunking."""
-    return _chunked(model, tokens, positions, segment_ids, targets, chunk, False, one_sequence_per_row)[0]
+    """float32 [B, T]: log p(targets[b, t] | tokens of the same segment up to t) under softmax(logits /
+    temperature); chunk 0 = no chunking."""
+    return _chunked(model, tokens, positions, segment_ids, targets, chunk, False, one_sequence_per_row,
+                    temperature)[0]
 
 
 def token_logprobs_and_entropy(
@@ -42,10 +49,12 @@ def token_logprobs_and_entropy(
     targets: jax.Array,
     chunk: int = 0,
     one_sequence_per_row: bool = False,
+    temperature: float = 1.0,
 ) -> tuple[jax.Array, jax.Array]:
     """float32 ([B, T] log-probs as `token_logprobs`, [B, T] entropy -sum_v p_v log p_v of the policy's
-    next-token distribution at each position, under stop_gradient)."""
-    logp, entropy = _chunked(model, tokens, positions, segment_ids, targets, chunk, True, one_sequence_per_row)
+    next-token distribution at each position, under stop_gradient), both at `temperature`."""
+    logp, entropy = _chunked(model, tokens, positions, segment_ids, targets, chunk, True, one_sequence_per_row,
+                             temperature)
     return logp, entropy
 
 
@@ -58,7 +67,10 @@ def _chunked(
     chunk: int,
     with_entropy: bool,
     one_sequence_per_row: bool,
+    temperature: float = 1.0,
 ) -> tuple[jax.Array, ...]:
+    if not temperature > 0:
+        raise ValueError(f"temperature must be > 0 (greedy decoding has no logprobs to train), got {temperature!r}")
     hidden, _ = model.hidden_states(tokens, positions, segment_ids=segment_ids,
                                     one_sequence_per_row=one_sequence_per_row)
     batch, time, width = hidden.shape
@@ -67,6 +79,8 @@ def _chunked(
 
     def reduce_chunk(h: jax.Array, y: jax.Array) -> tuple[jax.Array, ...]:
         logits = model.logits(h)
+        if temperature != 1.0:
+            logits = logits.astype(jnp.float32) / temperature
         lse = jax.nn.logsumexp(logits, axis=-1)
         picked = jnp.take_along_axis(logits, y[..., None].astype(jnp.int32), axis=-1)[..., 0]
         if not with_entropy:

@@ -14,9 +14,9 @@ from typing import Any, Protocol
 
 from jaxrl.data.engine.tasks import GeneratedTask
 
-SPLITS: tuple[str, ...] = ("train", "val", "heldout")
-# The generator's split plan names its parts train / validation / held_out.
-_PLAN_PARTS = {"train": "train", "validation": "val", "held_out": "heldout"}
+SPLITS: tuple[str, ...] = ("train", "rl", "val", "heldout")
+# The generator's split plan names its parts train / rl / validation / held_out.
+_PLAN_PARTS = {"train": "train", "rl": "rl", "validation": "val", "held_out": "heldout"}
 
 SplitFn = Callable[[GeneratedTask], str]
 

@@ -52,7 +52,7 @@ from sandbox_service.results import EvalResult
 
 log = logging.getLogger(__name__)
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: teacher strategies, plans with the math, expression spellings, the rl split
 # Shards whose untemplated tasks Inductor compiles while an earlier one is built. A capture takes about 20 s on
 # an H100 (a fresh process importing Inductor) and a shard 11-16 s, so one shard of lead can leave a shard
 # waiting for its compilations (on the H100 two measured the same as one: benchmarks/RESULTS.md).
@@ -470,7 +470,8 @@ class _Selection:
         self.rl_count += sum(1 for o in outcomes if o.rl_row is not None)
 
     def _fits(self, row: dict[str, Any]) -> bool:
-        return pair_tokens(row) <= self.data.max_tokens
+        budget = self.data.max_completion_tokens
+        return pair_tokens(row) <= self.data.max_tokens and (not budget or row["tokens"]["completion"] <= budget)
 
     def targets_met(self) -> bool:
         return self.sft_count >= self.data.sft_pairs and self.rl_count >= self.data.rl_tasks

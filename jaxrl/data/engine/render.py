@@ -4,8 +4,11 @@ The layout is KernelBench's: imports, `class Model(nn.Module)` with a docstring,
 `get_init_inputs()` returns, `forward`, module-level size constants, `get_inputs()` (tensors without a
 device) and `get_init_inputs()`. What varies with the random draw is the written form: `torch.relu(x)`,
 `F.relu(x)`, `x.relu()` or an `nn.ReLU()` module; nested or one statement per step; docstrings; type
-hints; `super()` style. Every spelling of an operator maps to the same canonical name in
-`op_signature`, so the signature of a task does not depend on how it was written.
+hints; `super()` style. Every named spelling of an operator maps to the same canonical name in
+`op_signature`, so the signature of a task does not depend on how it was written; an expression spelling
+(`x * torch.sigmoid(x)` for SiLU, `pointwise.EXPRESSIONS`) writes the operator's math out instead, and
+its signature is that of the arithmetic. `spelling` chooses: `any` (training: a quarter of the operators
+that have an expression get it), `expression` (always, where one exists) or `name` (never).
 """
 
 from __future__ import annotations
@@ -55,6 +58,7 @@ class Reference:
     init_args: tuple[str, ...]
     init_lines: tuple[InitLine, ...]
     spell: dict[str, str]  # dim key or "init:<arg>" -> the constant naming it
+    expressed: tuple[str, ...] = ()  # operators written as explicit math rather than by name
 
 
 def atom(expr: str) -> str:
@@ -63,10 +67,18 @@ def atom(expr: str) -> str:
     return f"({expr})" if isinstance(node, (ast.BinOp, ast.UnaryOp, ast.Compare, ast.BoolOp, ast.IfExp)) else expr
 
 
+SPELLINGS = ("any", "name", "expression")
+EXPRESSION_SHARE = 0.25
+
+
 class _Writer:
-    def __init__(self, program: Program, rng: random.Random):
+    def __init__(self, program: Program, rng: random.Random, spelling: str = "any"):
+        if spelling not in SPELLINGS:
+            raise ValueError(f"spelling must be one of {SPELLINGS}, got {spelling!r}")
         self.p = program
         self.rng = rng
+        self.spelling = spelling
+        self.expressed: list[str] = []  # operators written as their math
         self.init_lines: list[InitLine] = []
         self.attrs: set[str] = {param.attr for param in program.params}
         self.declared_params: set[str] = set()
@@ -133,6 +145,13 @@ class _Writer:
     def _pointwise(self, stage: Pointwise, x: str) -> str:
         op = pointwise(stage.op)
         params = dict(stage.params)
+        if op.expressions and (self.spelling == "expression"
+                               or self.spelling == "any" and self.rng.random() < EXPRESSION_SHARE):
+            self.expressed.append(stage.op)
+            template = self.choice(op.expressions)
+            if "F." in template:
+                self.uses_f = True
+            return template.format(x=atom(x), **{k: self.scalar(v) for k, v in params.items()})
         use_module = op.modules and self.rng.random() < 0.3
         if use_module:
             ctor = self.choice(op.modules).format(**{k: self.scalar(v, in_init=True) for k, v in params.items()})
@@ -348,7 +367,7 @@ class _Writer:
         lines += ["", ""] + _constants_source(p, self.spell).splitlines() + ["", ""]
         code = "\n".join(lines) + "\n"
         code += get_inputs_source(p, self.spell, inline=rng.random() < 0.5) + "\n\n" + init_inputs_source(p, self.spell)
-        return Reference(code, tuple(a.name for a in p.init_args), init_lines, self.spell)
+        return Reference(code, tuple(a.name for a in p.init_args), init_lines, self.spell, tuple(self.expressed))
 
 
 def _constant_names(p: Program) -> dict[str, str]:
@@ -374,6 +393,6 @@ def _constants_source(p: Program, spell: dict[str, str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def render_reference(program: Program, rng: random.Random) -> Reference:
-    """The KernelBench module for `program`; the spelling is drawn from `rng`."""
-    return _Writer(program, rng).write()
+def render_reference(program: Program, rng: random.Random, spelling: str = "any") -> Reference:
+    """The KernelBench module for `program`; the spelling is drawn from `rng` (see SPELLINGS)."""
+    return _Writer(program, rng, spelling).write()

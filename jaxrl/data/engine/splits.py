@@ -11,7 +11,9 @@ A composition recipe is identified by its operator sequence (so `x * scalar` and
 that read the same go together, across composition families): it goes to held-out if it uses a
 held-out operator or is listed in `held_out_recipes`, else to validation likewise, else by a stable hash
 of (seed, op sequence) a `held_out_fraction` / `validation_fraction` of recipes go to held-out /
-validation. Everything is deterministic for a given plan.
+validation, and an `rl_fraction` to the `rl` part: recipes made only of trained operators whose tasks are
+never SFT pairs, so that GRPO trains on tasks SFT never saw (disjoint by recipe, not only by shape).
+Everything is deterministic for a given plan.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from jaxrl.data.engine.families import FAMILIES, Recipe, get_family
 from jaxrl.data.engine.generator import Accept, generate_tasks
 from jaxrl.data.engine.tasks import GeneratedTask
 
-PARTS = ("train", "validation", "held_out")
+PARTS = ("train", "rl", "validation", "held_out")
 DEFAULT_HELD_OUT_FAMILIES = ("mish", "selu", "hardswish", "logsumexp", "cummax", "huber_loss", "bmm")
 DEFAULT_VALIDATION_FAMILIES = ("gelu_tanh", "softsign", "min_reduce", "cumprod", "l1_loss", "gather")
 # Whole recipes held out whatever family draws them; their parts are all seen in training.
@@ -42,6 +44,7 @@ class SplitPlan:
     validation_recipes: tuple[tuple[str, ...], ...] = DEFAULT_VALIDATION_RECIPES
     held_out_fraction: float = 0.1
     validation_fraction: float = 0.1
+    rl_fraction: float = 0.15
 
     def __post_init__(self) -> None:
         for name in self.held_out_families + self.validation_families:
@@ -51,8 +54,8 @@ class SplitPlan:
         both = set(self.held_out_families) & set(self.validation_families)
         if both:
             raise ValueError(f"families both held out and in validation: {sorted(both)}")
-        if not (0 <= self.held_out_fraction and 0 <= self.validation_fraction
-                and self.held_out_fraction + self.validation_fraction < 1):
+        if not (0 <= self.held_out_fraction and 0 <= self.validation_fraction and 0 <= self.rl_fraction
+                and self.held_out_fraction + self.validation_fraction + self.rl_fraction < 1):
             raise ValueError("recipe fractions must be non-negative and sum to less than 1")
         object.__setattr__(self, "held_out_recipes", tuple(tuple(r) for r in self.held_out_recipes))
         object.__setattr__(self, "validation_recipes", tuple(tuple(r) for r in self.validation_recipes))
@@ -103,7 +106,9 @@ class SplitPlan:
         u = int.from_bytes(digest[:8], "big") / 2**64
         if u < self.held_out_fraction:
             return "held_out"
-        return "validation" if u < self.held_out_fraction + self.validation_fraction else "train"
+        if u < self.held_out_fraction + self.validation_fraction:
+            return "validation"
+        return "rl" if u < self.held_out_fraction + self.validation_fraction + self.rl_fraction else "train"
 
     def part_of_task(self, task: GeneratedTask) -> str:
         recipe = task.params.get("recipe")

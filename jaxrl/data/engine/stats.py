@@ -16,7 +16,7 @@ from typing import Any
 from jaxrl.data.engine.outcomes import DECONTAMINATE, INDUCTOR, TEMPLATE, TaskOutcome
 from jaxrl.data.engine.rows import pair_tokens
 
-SPLIT_ORDER = ("train", "val", "heldout")
+SPLIT_ORDER = ("train", "rl", "val", "heldout")
 TOKEN_BINS = (512, 1024, 2048, 4096, 8192, 16384, 32768)
 MAX_DECONTAM_EXAMPLES = 10
 MAX_REASONS = 5

@@ -92,7 +92,7 @@ def test_bad_rl_task_rows_are_reported_with_file_and_line(tmp_path):
     good = {"task_id": "a", "code": "def get_inputs(): ...", "split": "train"}
     cases = [
         ({"task_id": "a"}, "code must be a non-empty string"),
-        ({**good, "split": "test"}, "split must be one of ['train', 'val', 'heldout']"),
+        ({**good, "split": "test"}, "split must be one of ['train', 'rl', 'val', 'heldout']"),
         ({**good, "input_sets": [{"name": "x y", "source": "def get_inputs(): ..."}]}, "bad input set"),
     ]
     for row, message in cases:

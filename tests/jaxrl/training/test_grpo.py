@@ -29,9 +29,10 @@ def test_synthetic_reward_rises():
     assert np.mean(rewards[-3:]) > np.mean(rewards[:3]) + 0.3, rewards
 
 
-def test_ratio_is_one_at_first_update():
+def test_ratio_is_one_with_a_single_update():
+    """One update a step: its ratio is that of the recomputed old logprobs, exactly 1."""
     mesh = shd.single_device_mesh()
-    loop, state = make_loop(mesh, FunctionScorer(lower_first), num_iterations=2)
+    loop, state = make_loop(mesh, FunctionScorer(lower_first), num_iterations=1)
     _, _, values = loop.train_step(state, DataPosition(), 0)
     assert values["train/ratio_mean"] == pytest.approx(1.0, abs=1e-6)
     assert values["train/approx_kl"] == pytest.approx(0.0, abs=1e-6)

@@ -100,6 +100,24 @@ def test_hand_computed_clipping():
     assert float(out.metrics["clip_high"]) == 1.0 and float(out.metrics["clip_low"]) == 1.0
 
 
+def test_asymmetric_clipping_lets_good_tokens_rise_further_than_bad_ones_fall():
+    """DAPO's clip-higher (epsilon_low 0.2, epsilon_high 0.28): a positive-advantage token at ratio 1.25 is
+    inside the range and keeps its gradient, where the symmetric range clips it; a negative-advantage token
+    at ratio 0.75 is clipped by both (its gradient is zero)."""
+    logp = jnp.log(jnp.array([[1.25, 0.75]]))
+    adv = jnp.array([[1.0, -1.0]])
+    mask = jnp.ones((1, 2), bool)
+
+    def grads(cfg):
+        return jax.grad(lambda lp: policy_loss(lp, jnp.zeros((1, 2)), adv, mask, cfg).numerator)(logp)
+
+    asym, sym = LossConfig(epsilon_low=0.2, epsilon_high=0.28), LossConfig(epsilon_low=0.2, epsilon_high=0.2)
+    np.testing.assert_allclose(np.asarray(grads(asym)), [[-1.25, 0.0]], rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(grads(sym)), [[0.0, 0.0]], atol=1e-7)
+    out = policy_loss(logp, jnp.zeros((1, 2)), adv, mask, asym)
+    assert float(out.metrics["clip_high"]) == 0.0 and float(out.metrics["clip_low"]) == 1.0
+
+
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("kl, beta", [("k3", 0.0)] + [(k, 0.05) for k in KLS])
 def test_loss_matches_numpy_reference(mode, kl, beta):

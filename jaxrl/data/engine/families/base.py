@@ -85,7 +85,7 @@ class Family(abc.ABC):
         input_sets = make_input_sets(program, reference.spell, rng, scale, max_numel(scale))
         teacher_error = None
         try:
-            solution = write_solution(program, reference, scale)
+            solution = write_solution(program, reference, scale, rng)
         except NoTemplate:  # by design: the build asks Inductor (data.inductor)
             solution = None
         except Exception as exc:  # a teacher bug costs this pair only; the build reports it
@@ -93,6 +93,8 @@ class Family(abc.ABC):
             log.warning("the teacher wrote no solution for %s: %s", task_id or self.name, teacher_error)
         shapes = {t.name: list(program.size(t.dims)) for t in program.inputs}
         params = {"shapes": shapes, "dtype": program.dtype, **drawn.params}
+        if reference.expressed:
+            params["expressed"] = list(reference.expressed)
         return GeneratedTask(
             task_id=task_id or f"gen-{self.name}",
             family=self.name,

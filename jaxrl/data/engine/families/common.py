@@ -14,6 +14,7 @@ PARAM_NAMES = {
     "alpha": ("alpha", "elu_alpha"),
     "min_val": ("min_val", "lower", "clamp_min", "low"),
     "max_val": ("max_val", "upper", "clamp_max", "high"),
+    "lambd": ("lambd", "threshold_value", "shrink_lambda"),
 }
 SCALAR_NAMES = {
     "mul": ("scale_factor", "multiplier", "factor", "scaling"),
@@ -26,6 +27,8 @@ DESCRIPTIONS = {
     "silu": "SiLU (Swish)", "sigmoid": "Sigmoid", "tanh": "Tanh", "softplus": "Softplus", "elu": "ELU", "selu": "SELU",
     "hardsigmoid": "HardSigmoid", "hardswish": "HardSwish", "mish": "Mish", "softsign": "Softsign",
     "clamp": "a clamp (HardTanh)", "exp": "an exponential", "log": "a natural logarithm", "square": "a square",
+    "tanhshrink": "Tanhshrink", "softshrink": "Softshrink", "hardshrink": "Hardshrink", "logsigmoid": "LogSigmoid",
+    "celu": "CELU", "relu6": "ReLU6",
 }
 
 

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import dataclasses
+import random
 
 from jaxrl.data.engine.ir import Operand, Program
 from jaxrl.data.engine.teacher.kernel import Kernel
@@ -15,9 +16,20 @@ RESERVED = frozenset({
 })
 
 
+ELEMENTWISE_LAYOUTS = ("flat", "tiled2d", "grid_stride")
+
+
 @dataclasses.dataclass(frozen=True)
 class Scale:
-    """Block sizes for the problem's scale (sizes the interpreter runs quickly, or a GPU's)."""
+    """How the teacher writes a solution: block sizes for the problem's scale (sizes the interpreter runs
+    quickly, or a GPU's) and the design decisions that make its solutions differ from task to task.
+
+    elementwise_layout: `flat` (one program per block of the flattened tensor), `tiled2d` (a 2-D grid of
+    BLOCK_R x BLOCK_C tiles over (rows, last axis)) or `grid_stride` (a fixed number of programs, each
+    looping over several blocks); matmul_group_m: 0 walks output tiles row by row, > 0 visits them in
+    groups of that many tile rows (an L2-friendly order); fuse: elementwise steps go into the neighbouring
+    kernel's prologue or epilogue (else each chain is its own kernel, one more round trip through memory).
+    """
 
     name: str
     elementwise_block: int
@@ -25,14 +37,41 @@ class Scale:
     matmul_blocks: tuple[int, int, int]
     matmul_warps: int
     matmul_stages: int
+    elementwise_layout: str = "flat"
+    elementwise_warps: int = 4
+    matmul_group_m: int = 0
+    fuse: bool = True
 
 
 def scale_config(scale: str, dtype: str) -> Scale:
+    """The canonical strategy of a scale and dtype."""
     if scale == "cpu":
         return Scale("cpu", 1024, 1024, (32, 32, 32), 4, 2)
     if dtype == "float32":
         return Scale("full", 1024, 4096, (64, 64, 32), 4, 3)
     return Scale("full", 1024, 4096, (128, 128, 64), 8, 3)
+
+
+def draw_strategy(scale: str, dtype: str, rng: random.Random) -> Scale:
+    """One of the teacher's genuinely different designs for this scale, drawn from `rng`."""
+    base = scale_config(scale, dtype)
+    if scale == "cpu":
+        tiles = [(32, 32, 32), (32, 64, 32), (64, 32, 16), (16, 32, 32)]
+    elif dtype == "float32":
+        tiles = [(64, 64, 32), (128, 64, 32), (64, 128, 32), (32, 64, 32)]
+    else:
+        tiles = [(128, 128, 64), (128, 64, 32), (64, 128, 64), (64, 64, 64)]
+    return dataclasses.replace(
+        base,
+        elementwise_block=rng.choice([256, 512, 1024, 2048]),
+        reduce_block=rng.choice([128, 256, 512, 1024] if scale == "cpu" else [1024, 2048, 4096]),
+        elementwise_layout=rng.choice(ELEMENTWISE_LAYOUTS),
+        elementwise_warps=rng.choice([2, 4, 8]),
+        matmul_blocks=rng.choice(tiles),
+        matmul_warps=rng.choice([4, 8]),
+        matmul_group_m=rng.choice([0, 8]),
+        fuse=rng.random() < 0.7,
+    )
 
 
 @dataclasses.dataclass
@@ -42,9 +81,9 @@ class GroupCode:
 
 
 class Emitter:
-    def __init__(self, program: Program, scale: str):
+    def __init__(self, program: Program, scale: str, config: Scale | None = None):
         self.program = program
-        self.config = scale_config(scale, program.dtype)
+        self.config = config or scale_config(scale, program.dtype)
         self.kernels: list[Kernel] = []
         self.helpers: list[str] = []  # @triton.jit helper functions (scan combiners), each once
         self.forward: list[str] = []

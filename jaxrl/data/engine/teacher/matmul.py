@@ -72,10 +72,21 @@ def write_matmul(em: Emitter, group: Group, src: str, stem: str, final: bool) ->
     has_bias = isinstance(core, Linear) and core.bias
     if has_bias:
         k.ptr("bias", f"self.{core.attr}.bias")
-    k.line("pid_m = tl.program_id(0)")
-    k.line("pid_n = tl.program_id(1)")
+    group_m = em.config.matmul_group_m
+    if group_m:  # tiles in groups of GROUP_M tile rows: neighbouring programs share A rows and B columns in L2
+        k.line("pid = tl.program_id(0)")
+        k.line("num_pid_m = tl.cdiv(M, BLOCK_M)")
+        k.line("num_pid_n = tl.cdiv(N, BLOCK_N)")
+        k.line("num_pid_in_group = GROUP_M * num_pid_n")
+        k.line("first_pid_m = (pid // num_pid_in_group) * GROUP_M")
+        k.line("group_size_m = tl.minimum(num_pid_m - first_pid_m, GROUP_M)")
+        k.line("pid_m = first_pid_m + (pid % num_pid_in_group) % group_size_m")
+        k.line("pid_n = (pid % num_pid_in_group) // group_size_m")
+    else:
+        k.line("pid_m = tl.program_id(0)")
+        k.line("pid_n = tl.program_id(1)")
     if batched:
-        k.line("pid_b = tl.program_id(2)")
+        k.line(f"pid_b = tl.program_id({1 if group_m else 2})")
         k.line("a_ptr += pid_b * stride_ab")
         k.line("b_ptr += pid_b * stride_bb")
         k.line("batch_offset = pid_b * stride_cb")
@@ -113,7 +124,11 @@ def write_matmul(em: Emitter, group: Group, src: str, stem: str, final: bool) ->
     k.constexpr("BLOCK_M", str(bm))
     k.constexpr("BLOCK_N", str(bn))
     k.constexpr("BLOCK_K", str(bk))
-    grid = f"(triton.cdiv(M, {bm}), triton.cdiv(N, {bn})" + (f", {a}.shape[0])" if batched else ")")
+    if group_m:
+        k.constexpr("GROUP_M", str(group_m))
+        grid = f"(triton.cdiv(M, {bm}) * triton.cdiv(N, {bn})" + (f", {a}.shape[0])" if batched else ",)")
+    else:
+        grid = f"(triton.cdiv(M, {bm}), triton.cdiv(N, {bn})" + (f", {a}.shape[0])" if batched else ")")
     em.line(k.launch(grid, num_warps=str(em.config.matmul_warps), num_stages=str(em.config.matmul_stages)))
     if isinstance(core, Linear) and group.rank > 2:
         em.line(f"{out} = {out}.reshape({src}.shape[:-1] + (N,))")
@@ -122,8 +137,11 @@ def write_matmul(em: Emitter, group: Group, src: str, stem: str, final: bool) ->
     fused = (["the bias"] if has_bias else []) + describe(group.epilogue)
     precision_note = ("fp32 inputs go through tl.dot as 3xTF32 for fp32 accuracy" if em.program.dtype == "float32"
                       else f"{em.program.dtype} tiles feed tl.dot directly")
-    plan = (f"Tile {what} into {bm}x{bn} output blocks per program{' (one grid axis per batch)' if batched else ''}, "
-            f"loop over K in steps of {bk} with an fp32 accumulator ({precision_note})")
+    order = (f"a 1-D grid visiting the tiles in groups of {group_m} tile rows so that neighbouring programs reuse the "
+             "same A rows and B columns from L2" if group_m else "a 2-D grid, one program per (row, column) tile")
+    plan = (f"Tile {what} into {bm}x{bn} output blocks per program{' (one grid axis per batch)' if batched else ''} on "
+            f"{order}, {em.config.matmul_warps} warps, loop over K in steps of {bk} with an fp32 accumulator "
+            f"({precision_note})")
     if fused:
         plan += f", and apply {' -> '.join(fused)} in the epilogue before one masked store"
     return GroupCode(out, plan + ".")

@@ -8,6 +8,8 @@ shapes and strides, takes views and launches the kernels of each group from `low
 
 from __future__ import annotations
 
+import random
+
 from jaxrl.data.engine.ir import (
     Cat,
     CosineSimilarity,
@@ -25,13 +27,12 @@ from jaxrl.data.engine.ir import (
 from jaxrl.data.engine.render import Reference
 from jaxrl.data.engine.tasks import TeacherSolution
 from jaxrl.data.engine.teacher import elementwise, layout, matmul, reduce_all, rows, strided
-from jaxrl.data.engine.teacher.emitter import Emitter, GroupCode
+from jaxrl.data.engine.teacher.emitter import Emitter, GroupCode, Scale, draw_strategy
+from jaxrl.data.engine.teacher.plan import write_plan
 from jaxrl.data.engine.teacher.kernel import Elementwise, Term
 from jaxrl.data.engine.teacher.lower import CrossEntropyRows, FullReduce, Group, group_stages, is_last_dim
 
-LAYOUT = (Permute, Cat, IndexSelect, Gather)
 HEADER = "import torch\nimport torch.nn as nn\nimport triton\nimport triton.language as tl\n"
-SHORT_DTYPE = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}
 
 
 def _writer(group: Group):
@@ -95,27 +96,19 @@ def stem(group: Group) -> str:
     return "_".join([base] + extra) if extra and not isinstance(group.core, FullReduce) else base
 
 
-def _shape_text(program: Program, name: str) -> str:
-    tensor = program.input(name)
-    return "(" + ", ".join(str(s) for s in program.size(tensor.dims)) + ")"
-
-
-def plan_paragraph(program: Program, codes: list[GroupCode], kernels: int, computes: bool) -> str:
-    """2-5 sentences: the inputs and the kernel count, one sentence per kernel, precision (when the kernels
-    do arithmetic rather than move data), generality."""
-    float_inputs = [t for t in program.inputs if t.dtype in SHORT_DTYPE]
-    shapes = ", ".join(f"{t.name} {_shape_text(program, t.name)}" for t in float_inputs)
-    dtype = SHORT_DTYPE[program.dtype]
-    count = "one kernel" if kernels == 1 else f"{kernels} kernels"
-    sentences = [f"Inputs: {shapes}, {dtype}; the model {program.description}, which I write as {count}."]
-    sentences += [c.plan for c in codes]
-    if program.dtype != "float32" and computes and len(sentences) < 5:
-        sentences.append(f"Every load is converted to fp32 at once and every store casts back to {dtype}, "
-                         f"so the {dtype} inputs lose no accuracy in the intermediate math.")
-    if len(sentences) < 5:
-        sentences.append("No size is baked into a kernel: shapes, strides and block counts are read in forward, "
-                         "so other batch sizes and odd lengths work.")
-    return " ".join(sentences[:5])
+def unfuse(groups: list[Group]) -> list[Group]:
+    """The same computation with every elementwise prologue and epilogue in a kernel of its own."""
+    out: list[Group] = []
+    for group in groups:
+        if group.core is None or not (group.prologue or group.epilogue):
+            out.append(group)
+            continue
+        if group.prologue:
+            out.append(Group(None, group.rank, prologue=list(group.prologue)))
+        out.append(Group(group.core, group.rank))
+        if group.epilogue:
+            out.append(Group(None, out[-1].out_rank, prologue=list(group.epilogue)))
+    return out
 
 
 class NoTemplate(Exception):
@@ -127,14 +120,20 @@ UNTEMPLATED = {Reduce: ("var", "std"), Scan: ("cummin", "logcumsumexp")}
 UNTEMPLATED_OPS = frozenset(kind for kinds in UNTEMPLATED.values() for kind in kinds)
 
 
-def write_solution(program: Program, reference: Reference, scale: str) -> TeacherSolution:
+def write_solution(program: Program, reference: Reference, scale: str, rng: random.Random | None = None,
+                   config: Scale | None = None) -> TeacherSolution:
+    """The plan and ModelNew for `program`: the canonical strategy, `config`, or one drawn from `rng`
+    (`emitter.draw_strategy`: layouts, blocks, warps, tile order, fusion; the plan's phrasing too)."""
     missing = sorted({s.kind for s in program.stages if getattr(s, "kind", None) in UNTEMPLATED.get(type(s), ())})
     if missing:
         raise NoTemplate(f"no teacher template for {', '.join(missing)}")
-    em = Emitter(program, scale)
+    if config is None and rng is not None:
+        config = draw_strategy(scale, program.dtype, rng)
+    em = Emitter(program, scale, config)
     for tensor in program.inputs:
         em.line(f"{tensor.name} = {tensor.name}.contiguous()")
-    groups = group_stages(program)
+    fused = group_stages(program)
+    groups = fused if em.config.fuse else unfuse(fused)
     value = program.inputs[0].name
     codes = []
     for index, group in enumerate(groups):
@@ -156,5 +155,5 @@ def write_solution(program: Program, reference: Reference, scale: str) -> Teache
     )
     parts = [HEADER] + em.helpers + [k.source() for k in em.kernels] + [cls]
     code = "\n\n".join(part.rstrip("\n") + "\n" for part in parts)
-    computes = any(g.prologue or g.epilogue or not isinstance(g.core, LAYOUT) for g in groups)
-    return TeacherSolution(plan=plan_paragraph(program, codes, len(em.kernels), computes), code=code)
+    plan = write_plan(program, [c.plan for c in codes], len(em.kernels), em.config, len(groups) > len(fused), rng)
+    return TeacherSolution(plan=plan, code=code)

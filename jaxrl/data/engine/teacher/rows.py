@@ -110,7 +110,8 @@ def write_row_whole(em: Emitter, group: Group, src: str, stem: str, final: bool)
     _prepare_rows(em, src, n_cols)
     em.line(f"{out} = torch.empty_like(x2)")
     em.line("BLOCK_SIZE = triton.next_power_of_2(n_cols)")
-    em.line("num_warps = 8 if BLOCK_SIZE >= 2048 else 4")
+    warps = em.config.elementwise_warps  # the canonical 4 scales with the row; another choice is kept as drawn
+    em.line("num_warps = 8 if BLOCK_SIZE >= 2048 else 4" if warps == 4 else f"num_warps = {warps}")
     em.line(k.launch("(n_rows,)", num_warps="num_warps"))
     em.line(f"{out} = {out}.view({src}.shape)")
     layout = "the whole row sits in registers (BLOCK_SIZE = next_power_of_2 of its length, masked)"
@@ -196,7 +197,7 @@ def _launch_streamed(em: Emitter, k: Kernel, src: str, out: str, out_alloc: str,
     _prepare_rows(em, src, f"{src}.shape[-1]")
     em.line(f"{out} = {out_alloc}")
     em.line(f"BLOCK_SIZE = min(triton.next_power_of_2(n_cols), {block_cap})")
-    em.line(k.launch("(n_rows,)"))
+    em.line(k.launch("(n_rows,)", num_warps=str(em.config.elementwise_warps)))
 
 
 def write_row_reduce(em: Emitter, group: Group, src: str, stem: str, final: bool) -> GroupCode:

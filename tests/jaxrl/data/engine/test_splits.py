@@ -74,3 +74,22 @@ def test_bad_plans_are_rejected():
         SplitPlan(held_out_fraction=0.6, validation_fraction=0.5)
     with pytest.raises(ValueError, match="unknown split part"):
         SplitPlan().families("test")
+
+
+def test_rl_recipes_are_disjoint_from_the_sft_recipes_and_made_of_trained_operators():
+    """GRPO's tasks (split rl) come from composition recipes no SFT pair uses, every operator of which the
+    training split teaches: new to the policy as tasks, not as operators."""
+    from jaxrl.data.engine.scope import trained_ops
+
+    plan = SplitPlan()
+    taught = trained_ops(plan)
+    rl_recipes = 0
+    for name, family in FAMILIES.items():
+        if not family.composition:
+            assert plan.part_of(name) != "rl"
+            continue
+        rl, train = set(plan.recipes("rl", name)), set(plan.recipes("train", name))
+        assert not rl & train
+        assert all(set(family.recipe_ops(r)) <= taught for r in rl)
+        rl_recipes += len(rl)
+    assert rl_recipes >= 50
