@@ -100,14 +100,15 @@ class ProblemRef:
 
     @classmethod
     def create(cls, reference_source: str, input_sets: Sequence[InputSet], options: EvalOptions,
-               trial_key: str = "") -> ProblemRef:
+               trial_key: str = "", extra_trials: int = 0) -> ProblemRef:
         sets = tuple(s.to_dict() for s in input_sets)
         tolerances = {k: list(v) for k, v in options.tolerances.items()}
-        identity = json.dumps([reference_source, sets, options.seed, options.trials, tolerances,
-                               options.degenerate_rel_l2], sort_keys=True)
+        trials = options.trials + extra_trials
+        identity = json.dumps([reference_source, sets, options.seed, trials, tolerances,
+                               options.degenerate_rel_l2, bool(trial_key)], sort_keys=True)
         key = hashlib.sha256(identity.encode()).hexdigest()
         return cls(key, reference_key(reference_source, input_sets), reference_source, sets, options.seed,
-                   options.trials, tolerances, options.degenerate_rel_l2, trial_key)
+                   trials, tolerances, options.degenerate_rel_l2, trial_key)
 
     def prepare_request(self) -> dict:
         return {"op": "prepare", "key": self.key, "reference_source": self.reference_source,
@@ -403,7 +404,10 @@ class _Evaluation:
         self.sources = {"reference.py": reference_source, "candidate.py": code}
         self.folder = Path()  # the candidate process's own folder, once it has one (_with_candidate)
         self.outputs_dir = ""  # its outputs folder, inside that one (resolved: messages.check_output_path)
-        self.problem = ProblemRef.create(reference_source, input_sets, options, lane.trial_key)
+        # The executor design checks one timed run's outputs: the judge prepares one trial more for it.
+        self.timing_check = lane.executor_design and options.time and lane.backend == "cuda"
+        self.problem = ProblemRef.create(reference_source, input_sets, options, lane.trial_key,
+                                         extra_trials=int(self.timing_check))
         # This evaluation's IPC threshold (None: files only). A failed IPC hand-over changes it for this
         # evaluation alone; a malformed one is the candidate's cheat. The lane's setting is never changed here.
         self.ipc_min_bytes = lane.ipc_min_bytes
@@ -650,9 +654,10 @@ class _Evaluation:
         # Resolved once, here: a hand-over must name a file directly in it (messages.check_output_path).
         self.outputs_dir = os.path.realpath(outputs)
         job = {**self._job(), "program": program, "folder": str(self.folder),
-               "constants_path": str(self.folder / CONSTANTS_FILE), "trial_key": self.lane.trial_key}
+               "constants_path": str(self.folder / CONSTANTS_FILE), "trial_key": self.lane.trial_key,
+               "timing_check": self.timing_check}
         check = schema.Schema(len(self.problem.input_sets) + 1, self.options.trials, self.outputs_dir,
-                              self.ipc_min_bytes).check
+                              self.ipc_min_bytes, timing_check=self.timing_check).check
         executor.receiver.max_bytes = CANDIDATE_FRAME_BYTES
         nonce = secrets.token_hex(16)
         # Closed once the executor is released or discarded (run): its last message is read on this stream.
@@ -681,7 +686,7 @@ class _Evaluation:
             self._failure(kind, message)
             if kind == "inputs_ready":
                 self.candidate_ran = True  # the program's kernels run from here on
-            if kind == "inputs_ready" and message["fingerprints"] != prepared["input_fingerprints"]:
+            if kind == "inputs_ready" and message["fingerprints"] != self._trial_columns(prepared["input_fingerprints"]):
                 raise _Finish(Status.INFRA_ERROR, "get_inputs() is not deterministic under a seed: the judge's and "
                                                   "the candidate process's inputs differ")
             elif kind in ("build_request", "ptxas_request"):
@@ -698,6 +703,10 @@ class _Evaluation:
                 else:
                     self._time_in_process(messages, deadline, job)
                 return
+
+    def _trial_columns(self, grid: list[list[str]]) -> list[list[str]]:
+        """The judge's fingerprints of the trials alone (without the timing check's extra trial)."""
+        return [row[: self.options.trials] for row in grid]
 
     def _expected_now(self, job: dict) -> set[str]:
         """The messages the protocol allows from the candidate at this point of the trials (stream events and
@@ -716,8 +725,9 @@ class _Evaluation:
             return set()
         return {"build_request", "ptxas_request"} if job["backend"] == "cuda" else {"build_request"}
 
-    def _expect(self, kind: str, expected: set[str], message: dict) -> None:
-        """A message the protocol does not expect here is the candidate's tampering with the channel."""
+    def _expect(self, kind: str, expected: set[str], message: dict, timing_check: bool = False) -> None:
+        """A message the protocol does not expect here is the candidate's tampering with the channel.
+        `timing_check`: the only trial_outputs due are the timed run's (the first set's extra trial)."""
         if kind in STREAM_EVENTS or kind in ("internal_error", "jail_violation"):
             return
         if kind in ("compile_error", "runtime_error", "rejected", "unsupported") and "inputs_ready" in self.seen:
@@ -725,7 +735,10 @@ class _Evaluation:
         if kind not in expected:
             raise self._tampering(schema.CHANNEL_RULE, f"a {kind!r} message where the protocol expects "
                                                        f"{' or '.join(sorted(expected))}")
-        if kind == "trial_outputs":
+        if kind == "trial_outputs" and timing_check:
+            if (message["set"], message["trial"]) != (0, self.options.trials):
+                raise self._tampering(schema.CHANNEL_RULE, "outputs of another trial where the timed run's were due")
+        elif kind == "trial_outputs":
             position = (message["set"], message["trial"])
             if position != self.positions[self.handed_over]:
                 raise self._tampering(schema.CHANNEL_RULE, f"outputs of input set {position[0]} trial {position[1]} "
@@ -868,7 +881,7 @@ class _Evaluation:
         phases = outputs["phases"]
         result.layers.append(LayerResult("compile", Outcome.PASSED, round(phases["setup"] + phases["compile"], 6)))
         violations = [Violation(**v) for v in outputs["violations"]]
-        if outputs["input_fingerprints"] != prepared["input_fingerprints"]:
+        if outputs["input_fingerprints"] != self._trial_columns(prepared["input_fingerprints"]):
             violations.append(Violation("runtime", "inputs-tampered", RUNTIME_RULES["inputs-tampered"]))
         for candidate, expected in zip(outputs["output_fingerprints"], prepared["output_fingerprints"]):
             violations += _ignored_inputs(candidate, expected)
@@ -902,22 +915,27 @@ class _Evaluation:
 
         The executor times the replay with CUDA events, in a context the candidate's kernels run in, so the
         figure is checked from outside: the server times, on its own clock, the same batch of runs and (once per
-        executor) the batch with nothing in it (the L2 flushes and synchronisations alone). The candidate's time
-        is never below OUTSIDE_FLOOR of what that difference leaves per run."""
+        executor and task) the batch with nothing in it (flushes, synchronisations, input generation). The
+        candidate's time is never below OUTSIDE_FLOOR of what that difference leaves per run. Every timed run
+        has fresh inputs, and one of them, chosen in secret, is the judge's timing check (_timing_check)."""
         waited = time.monotonic()
         with self.lane.gate.exclusive(), self.lane.freezer.others_frozen(keep=self.child):
             deadline.extend(time.monotonic() - waited)
             started = time.monotonic()
-            # The empty batch depends on the executor and the run counts, not on the candidate: measured once.
+            # The empty batch (flushes, synchronisations, input generation) depends on the executor and the
+            # task, not on the candidate: measured once per executor and task (a group of candidates shares it).
             calibrations = self.child.__dict__.setdefault("empty_batch_s", {})
-            runs = (self.options.warmup_runs, self.options.timing_runs)
-            if runs not in calibrations:
-                calibrations[runs] = self._timed_order("calibrate", "calibrated", messages, deadline, job)
-            empty_s = calibrations[runs]
-            batch_s = self._timed_order("time", "timing", messages, deadline, job)
+            if self.problem.key not in calibrations:
+                calibrations[self.problem.key] = self._timed_order({"type": "calibrate"}, "calibrated", messages,
+                                                                   deadline, job)
+            empty_s = calibrations[self.problem.key]
+            checked_run = secrets.randbelow(self.options.timing_runs)  # the executor alone learns which
+            batch_s = self._timed_order({"type": "time", "checked_run": checked_run}, "timing", messages, deadline, job)
             message = self.seen["timing"]
             candidate = TimingStats(**message["candidate"])
             reference = self.judge.time_reference(candidate.method)
+        if self.timing_check:  # the judge's comparison needs the GPU shared again: after the exclusive hold
+            self._timing_check(messages, deadline, job)
         calls = self.options.warmup_runs + self.options.timing_runs
         outside_us = max(0.0, batch_s - empty_s) / max(1, calls) * 1e6
         result = self.result
@@ -933,10 +951,37 @@ class _Evaluation:
         _layer(result, "timing", Outcome.PASSED, started, detail)
         result.status = Status.OK
 
-    def _timed_order(self, order: str, answer: str, messages: MessageStream, deadline: Deadline, job: dict) -> float:
+    def _timing_check(self, messages: MessageStream, deadline: Deadline, job: dict) -> None:
+        """The outputs of one timed run (chosen in secret, on inputs the judge knows): work skipped in the timed
+        runs shows here. Outputs that differ are `incorrect` (they may be an honest kernel's numerical edge)."""
+        while True:
+            try:
+                message = messages.next(deadline, self.cancel)
+            except TimeoutError:
+                raise _Finish(Status.TIMEOUT, "the executor did not hand over the timed run's outputs") from None
+            kind = message["type"]
+            self._expect(kind, {"trial_outputs"}, message, timing_check=True)
+            self.seen[kind] = message
+            self._failure(kind, message)
+            if kind == "trial_outputs":
+                break
+        answer = self.judge.compare(message, self.outputs_dir, self.ipc_min_bytes)
+        if answer.get("type") == "malformed":
+            raise self._tampering(str(answer.get("rule") or schema.HANDOVER_RULE), str(answer.get("error", "")))
+        if answer.get("type") != "compared":
+            raise _Finish(Status.INFRA_ERROR, f"the judge answered the timing check with {answer.get('type')!r}")
+        if message["handover"]["kind"] == schema.IPC:
+            self.child.send({"type": "continue"})
+        else:
+            with contextlib.suppress(OSError):
+                os.unlink(message["handover"]["path"])
+        if not answer["passed"]:
+            raise _Finish(Status.INCORRECT, f"a timed run's outputs (on fresh inputs) were wrong: {answer['message']}")
+
+    def _timed_order(self, order: dict, answer: str, messages: MessageStream, deadline: Deadline, job: dict) -> float:
         """Send `order`, wait for `answer`; the seconds between, on the server's clock."""
         started = time.monotonic()
-        self.child.send({"type": order})
+        self.child.send(order)
         while True:
             try:
                 message = messages.next(deadline, self.cancel)

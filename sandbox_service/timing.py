@@ -36,10 +36,15 @@ def summarize(times_ms: list[float], method: str) -> TimingStats:
     )
 
 
-def time_cuda(fn: Callable[[], object], *, warmup: int, runs: int, method: str) -> TimingStats:
-    """Time `fn()` on the current CUDA device; `fn` must be a complete forward call."""
+def time_cuda(fn: Callable[[], object], *, warmup: int, runs: int, method: str,
+              before_run: Callable[[int], object] | None = None) -> TimingStats:
+    """Time `fn()` on the current CUDA device; `fn` must be a complete forward call. `before_run(i)`, when
+    given, runs before the warm-up (with i = 0) and before each timed run i, outside what is timed (fresh
+    inputs for every run)."""
     flush = torch.empty(L2_FLUSH_BYTES // 4, dtype=torch.int32, device="cuda")
     with torch.no_grad():
+        if before_run is not None:
+            before_run(0)
         for _ in range(warmup):
             fn()
         torch.cuda.synchronize()
@@ -47,6 +52,8 @@ def time_cuda(fn: Callable[[], object], *, warmup: int, runs: int, method: str) 
         ends = [torch.cuda.Event(enable_timing=True) for _ in range(runs)]
         times_ms: list[float] = []
         for i in range(runs):
+            if before_run is not None:
+                before_run(i)
             flush.zero_()
             torch.cuda.synchronize()
             if method == CUDA_EVENTS:

@@ -96,7 +96,9 @@ def run(job: dict, emit: Emit, control: Receiver) -> None:
     started = clock()
     device = harness.device_for(job["backend"])
     sets = harness.load_problem_sets(job["reference_path"], job["input_sets"], job["seed"])
-    seeds = harness.trial_seeds(job["seed"], job["trials"], job["trial_key"])
+    # With the timing check, one seed more: the judge knows its outputs, the timed runs include its inputs.
+    all_seeds = harness.trial_seeds(job["seed"], job["trials"] + int(job["timing_check"]), job["trial_key"])
+    seeds = all_seeds[: job["trials"]]
     expected = harness.finish_fingerprint_grid(
         [[harness.fingerprint_parts([harness.trial_inputs(module, s, device)]) for s in seeds] for _, module in sets]
     )
@@ -178,13 +180,9 @@ def run(job: dict, emit: Emit, control: Receiver) -> None:
     )
     while True:  # orders until `stop`: a reused executor then waits for its next job
         order = control.receive()
-        if order["type"] == "calibrate":
-            _time(emit, lambda: None, job, "calibrated")
-        elif order["type"] == "time":
-            inputs = harness.trial_inputs(sets[0][1], seeds[0], device)
-            replay = replays[0]
-            _time(emit, lambda: replay.run(inputs), job, "timing")
-            del inputs
+        if order["type"] in ("calibrate", "time"):
+            _time_checked(job, emit, control, sets[0][1], replays[0], all_seeds, int(order.get("checked_run", 0)),
+                          device, calibrate=order["type"] == "calibrate")
         else:
             emit("stopped")  # the last message of this job: the server's reader stops here
             return
@@ -227,15 +225,46 @@ def _hand_over(job, emit: Emit, control: Receiver, tensors, set_index: int, tria
              fingerprint=fingerprint)
 
 
-def _time(emit: Emit, fn, job: dict, reply: str) -> None:
+def _time_checked(job: dict, emit: Emit, control: Receiver, reference, replay, all_seeds: list[int],
+                  checked_run: int, device: torch.device, calibrate: bool) -> None:
+    """Time the replay on fresh inputs for every run (a kernel cannot serve a run from a cache keyed by its
+    inputs); the inputs of run `checked_run` (the server's secret choice) are the timing check's, whose
+    outputs the judge compares afterwards, so a kernel that skips work in some runs is caught as often as it
+    skips. `calibrate`: the same batch with nothing run (what the server's clock subtracts)."""
+    run_seeds = harness.trial_seeds(all_seeds[-1], job["timing_runs"], job["trial_key"])
+    if job["timing_check"]:
+        run_seeds[checked_run] = all_seeds[-1]
+    current: dict = {}
+
+    def before_run(index: int) -> None:
+        current.pop("inputs", None)
+        current["inputs"] = harness.trial_inputs(reference, run_seeds[index], device)
+        current["index"] = index
+
+    def forward() -> None:
+        outputs = replay.run(current["inputs"])
+        if current["index"] == checked_run:
+            current["checked"] = outputs
+
+    if calibrate:
+        _time(emit, lambda: None, job, "calibrated", before_run)
+    elif _time(emit, forward, job, "timing", before_run) and job["timing_check"]:
+        outputs = current["checked"]
+        _hand_over(job, emit, control, outputs, 0, job["trials"], harness.fingerprint([outputs]))
+    current.clear()
+
+
+def _time(emit: Emit, fn, job: dict, reply: str, before_run=None) -> bool:
     from sandbox_service import timing
 
     try:
-        stats = timing.time_cuda(fn, warmup=job["warmup_runs"], runs=job["timing_runs"], method=timing.CUDA_EVENTS)
+        stats = timing.time_cuda(fn, warmup=job["warmup_runs"], runs=job["timing_runs"], method=timing.CUDA_EVENTS,
+                                 before_run=before_run)
     except BaseException as exc:  # noqa: BLE001
         emit("runtime_error", phase="timing", error=harness.format_exception(exc))
-        return
+        return False
     emit(reply, candidate=stats.__dict__, violations=[])
+    return True
 
 
 def forget_job() -> None:

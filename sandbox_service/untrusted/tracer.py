@@ -83,6 +83,52 @@ class _NoCuda:
         cuda.get_device_name = lambda *a, **k: self.properties.name
         cuda.get_device_capability = lambda *a, **k: (self.properties.major, self.properties.minor)
         cuda.set_device = lambda *a, **k: None
+        # Streams and events order work; the executor replays everything on one stream, in program order, and
+        # times all of it. A value read from an event (elapsed time) does not exist here.
+        cuda.Stream = _Stream
+        cuda.current_stream = cuda.default_stream = lambda *a, **k: _Stream()
+        cuda.stream = lambda *a, **k: contextlib.nullcontext()
+        cuda.Event = _Event
+
+
+class _Stream:
+    def __init__(self, *args, **kwargs):
+        pass
+
+    def wait_stream(self, *args) -> None:
+        pass
+
+    def wait_event(self, *args) -> None:
+        pass
+
+    def synchronize(self) -> None:
+        pass
+
+    def record_event(self, event=None):
+        return event or _Event()
+
+    def query(self) -> bool:
+        return True
+
+
+class _Event:
+    def __init__(self, *args, **kwargs):
+        pass
+
+    def record(self, *args) -> None:
+        pass
+
+    def wait(self, *args) -> None:
+        pass
+
+    def synchronize(self) -> None:
+        pass
+
+    def query(self) -> bool:
+        return True
+
+    def elapsed_time(self, *args) -> float:
+        raise Unsupported("forward read an event's elapsed time: the launch interface has no clock")
 
 
 # -- the program under construction ----------------------------------------------------------------

@@ -234,9 +234,12 @@ class Schema:
     """The messages one evaluation's candidate may send, knowing its protocol: `sets` input sets of `trials`
     trials, outputs in `outputs_dir`, IPC from `ipc_min_bytes` up (None: files only)."""
 
-    def __init__(self, sets: int, trials: int, outputs_dir: str, ipc_min_bytes: int | None):
+    def __init__(self, sets: int, trials: int, outputs_dir: str, ipc_min_bytes: int | None,
+                 timing_check: bool = False):
         self.sets = sets
         self.trials = trials
+        # The executor design hands over one timed run's outputs too, as trial `trials` of the first set.
+        self.last_trial = trials if timing_check else trials - 1
         self.outputs_dir = outputs_dir
         self.ipc_min_bytes = ipc_min_bytes
         self._checks: dict[str, tuple[set[str], Callable[[dict], None]]] = {
@@ -295,7 +298,7 @@ class Schema:
 
     def _trial_outputs(self, m: dict) -> None:
         set_index = _int(m["set"], "input set", 0, self.sets - 1)
-        trial = _int(m["trial"], "trial", 0, self.trials - 1)
+        trial = _int(m["trial"], "trial", 0, self.last_trial if set_index == 0 else self.trials - 1)
         _text(m["fingerprint"], "output fingerprint", MAX_FINGERPRINT)
         check_handover(m["handover"], outputs_dir=self.outputs_dir, set_index=set_index, trial=trial,
                        ipc_min_bytes=self.ipc_min_bytes)

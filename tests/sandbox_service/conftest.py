@@ -36,6 +36,14 @@ def gpu_lane():
         lane.close()
 
 
+@pytest.fixture(scope="module")
+def in_process_gpu_lane():
+    with tempfile.TemporaryDirectory(prefix="tritonrl-test-gpu-lane-") as root:
+        lane = Lane.create("cuda", 0, warm=1, work_root=Path(root), design=IN_PROCESS_DESIGN)
+        yield lane
+        lane.close()
+
+
 @pytest.fixture(scope="session")
 def server():
     from sandbox_service.server import SandboxServer, ServerConfig
