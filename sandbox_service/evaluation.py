@@ -915,20 +915,19 @@ class _Evaluation:
 
         The executor times the replay with CUDA events, in a context the candidate's kernels run in, so the
         figure is checked from outside: the server times, on its own clock, the same batch of runs and (once per
-        executor and task) the batch with nothing in it (flushes, synchronisations, input generation). The
+        lane and task) the batch with nothing in it (flushes, synchronisations, input generation). The
         candidate's time is never below OUTSIDE_FLOOR of what that difference leaves per run. Every timed run
         has fresh inputs, and one of them, chosen in secret, is the judge's timing check (_timing_check)."""
         waited = time.monotonic()
         with self.lane.gate.exclusive(), self.lane.freezer.others_frozen(keep=self.child):
             deadline.extend(time.monotonic() - waited)
             started = time.monotonic()
-            # The empty batch (flushes, synchronisations, input generation) depends on the executor and the
-            # task, not on the candidate: measured once per executor and task (a group of candidates shares it).
-            calibrations = self.child.__dict__.setdefault("empty_batch_s", {})
-            if self.problem.key not in calibrations:
-                calibrations[self.problem.key] = self._timed_order({"type": "calibrate"}, "calibrated", messages,
-                                                                   deadline, job)
-            empty_s = calibrations[self.problem.key]
+            # The empty batch (flushes, synchronisations, input generation) depends on the GPU and the task,
+            # not on the candidate: measured once per lane and task (a group of candidates shares it).
+            empty_s = self.lane.empty_batch_s.get(self.problem.key)
+            if empty_s is None:
+                empty_s = self._timed_order({"type": "calibrate"}, "calibrated", messages, deadline, job)
+                self.lane.empty_batch_s[self.problem.key] = empty_s
             checked_run = secrets.randbelow(self.options.timing_runs)  # the executor alone learns which
             batch_s = self._timed_order({"type": "time", "checked_run": checked_run}, "timing", messages, deadline, job)
             message = self.seen["timing"]
