@@ -163,7 +163,7 @@ def run(job: dict, emit: Emit, control: Receiver) -> None:
             findings += _after_forward(inputs, used, tensors, replays[set_index].poisoned)
             fingerprint = harness.fingerprint([tensors])
             output_fingerprints[-1].append(fingerprint)
-            _hand_over(job, emit, control, tensors, set_index, trial, fingerprint)
+            hand_over(job, emit, control, tensors, set_index, trial, fingerprint)
             del tensors, used, inputs
     phases["trials"] = clock() - started
     launches = [r.verdicts.launches for r in replays]
@@ -209,7 +209,7 @@ def _after_forward(inputs: list, used: list, outputs: list[torch.Tensor], poison
     return found
 
 
-def _hand_over(job, emit: Emit, control: Receiver, tensors, set_index: int, trial: int, fingerprint: str) -> None:
+def hand_over(job, emit: Emit, control: Receiver, tensors, set_index: int, trial: int, fingerprint: str) -> None:
     """Give the judge this trial's outputs; with IPC, wait until it has read them."""
     path = harness.outputs_path(job["outputs_dir"], set_index, trial)
     where = handover.export_outputs(tensors, path, job.get("ipc_min_bytes"))
@@ -250,7 +250,7 @@ def _time_checked(job: dict, emit: Emit, control: Receiver, reference, replay, a
         _time(emit, lambda: None, job, "calibrated", before_run)
     elif _time(emit, forward, job, "timing", before_run) and job["timing_check"]:
         outputs = current["checked"]
-        _hand_over(job, emit, control, outputs, 0, job["trials"], harness.fingerprint([outputs]))
+        hand_over(job, emit, control, outputs, 0, job["trials"], harness.fingerprint([outputs]))
     current.clear()
 
 

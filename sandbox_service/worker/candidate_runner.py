@@ -21,7 +21,8 @@ import torch
 
 from sandbox_service.options import Policy
 from sandbox_service.verifier.runtime import RuntimeMonitor
-from sandbox_service.worker import handover, harness
+from sandbox_service.executor.runner import hand_over
+from sandbox_service.worker import harness
 from sandbox_service.worker.protocol import ChannelClosed, Receiver
 
 Emit = Callable[..., None]
@@ -99,7 +100,7 @@ def run(job: dict, emit: Emit, control: Receiver) -> None:
             monitor.check_after_forward(inputs, used, tensors)
             fingerprint = harness.fingerprint([tensors])
             output_fingerprints[-1].append(fingerprint)
-            _hand_over(job, emit, control, tensors, set_index, trial, fingerprint)
+            hand_over(job, emit, control, tensors, set_index, trial, fingerprint)
             del output, tensors, used, inputs
     monitor.check_untampered()
     phases["trials"] = clock() - started
@@ -121,22 +122,6 @@ def run(job: dict, emit: Emit, control: Receiver) -> None:
     if harness.fingerprint([inputs]) != expected[0][0]:
         monitor._add("inputs-tampered", "the timing inputs differ from the ones made before the candidate ran")
     _time(job, emit, monitor, models[0], inputs)
-
-
-def _hand_over(job, emit: Emit, control: Receiver, tensors, set_index: int, trial: int, fingerprint: str) -> None:
-    """Give the judge this trial's outputs; with IPC, wait until it has read them (we are frozen meanwhile)."""
-    path = harness.outputs_path(job["outputs_dir"], set_index, trial)
-    where = handover.export_outputs(tensors, path, job.get("ipc_min_bytes"))
-    emit("trial_outputs", set=set_index, trial=trial, handover=where, fingerprint=fingerprint)
-    if where["kind"] != handover.IPC:
-        return
-    answer = control.receive()
-    if answer.get("type") != "continue":
-        raise ChannelClosed(f"expected continue, got {answer.get('type')!r}")
-    if answer.get("resend") == handover.FILE:
-        harness.save_outputs(tensors, path)
-        emit("trial_outputs", set=set_index, trial=trial, handover={"kind": handover.FILE, "path": str(path)},
-             fingerprint=fingerprint)
 
 
 def _time(job: dict, emit: Emit, monitor: RuntimeMonitor, model, inputs: list) -> None:
