@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import subprocess
 import sys
@@ -127,6 +128,15 @@ def test_bad_multi_process_variables_exit_2_before_the_command_runs(monkeypatch,
     assert not calls
 
 
+@pytest.fixture
+def one_problem_jsonl(tmp_path) -> Path:
+    """A KernelBench-format JSONL of one problem (level 1, id 19), so no KernelBench copy is needed."""
+    code = (REPO_ROOT / "tests" / "sandbox_service" / "corpus" / "problems" / "relu.py").read_text()
+    path = tmp_path / "kernelbench.jsonl"
+    path.write_text(json.dumps({"level": 1, "problem_id": 19, "name": "19_ReLU", "code": code}) + "\n")
+    return path
+
+
 @pytest.mark.parametrize(
     "override, message",
     [
@@ -134,14 +144,15 @@ def test_bad_multi_process_variables_exit_2_before_the_command_runs(monkeypatch,
         ("model.source=/no/such/model", "model.source '/no/such/model': no such file or folder"),
     ],
 )
-def test_eval_checks_problems_and_model_source_before_loading_anything(monkeypatch, capsys, override, message):
+def test_eval_checks_problems_and_model_source_before_loading_anything(monkeypatch, capsys, one_problem_jsonl,
+                                                                        override, message):
     import jaxrl.generators
 
     def must_not_load(*args, **kwargs):
         raise AssertionError("the model was loaded despite a bad config")
 
     monkeypatch.setattr(jaxrl.generators, "load_generator", must_not_load)
-    assert cli.main(["eval", override]) == 2
+    assert cli.main(["eval", f"eval.dataset={one_problem_jsonl}", "eval.ids=[19]", "eval.cpu_sized=false", override]) == 2
     assert message in capsys.readouterr().err
 
 
@@ -179,12 +190,13 @@ def test_a_missing_dependency_inside_a_command_module_is_not_hidden(tmp_path, mo
         cli._import("needs_missing_dep", "x")
 
 
-def test_eval_prints_the_metrics_table_and_the_run_folder(monkeypatch, capsys, tmp_path, kernelbench_path):
-    """The eval command end to end with a scripted generator instead of the model (the sandbox is real)."""
+def test_eval_prints_the_metrics_table_and_the_run_folder(monkeypatch, capsys, tmp_path):
+    """The eval command end to end with a scripted generator instead of the model (the sandbox is real), on two
+    tasks the data engine generates."""
     import jaxrl.generators
 
     monkeypatch.setattr(jaxrl.generators, "load_generator", lambda *a, **k: NoCodeGenerator())
-    code = cli.main(["--no-progress", f"eval.dataset={kernelbench_path}", "eval.ids=[19,22]",
+    code = cli.main(["--no-progress", "eval.dataset=generated", "eval.num_generated=2", "eval.ids=null",
                      f"run.output_root={tmp_path}", "run.name=cli"])
     out = capsys.readouterr().out
     assert code == 0
