@@ -7,7 +7,7 @@ checkpoints/ (orbax: parameters, optimizer state, RNG, step and the task-order p
 trained policy as a Hugging Face folder). Running again with the same run.name resumes from the newest
 checkpoint (unless checkpoint.resume=false).
 
-The model, tokenizer and mesh are read as `sft` reads them (`model.source` may be `random:<preset>`).
+The model, tokenizer and mesh are read by `jaxrl.policy`, as for `sft` (`model.source` may be `random:<preset>`).
 One process per host holds the parameters once: the sampler decodes with the train state's arrays
 (`Sampler.update_model` after every update), so there is no weight copy. With grpo.beta > 0 a frozen
 copy of the initial parameters is kept as the KL reference. On several processes only process 0 opens
@@ -32,7 +32,7 @@ from jaxrl.data.prompts import render_prompt
 from jaxrl.data.task_source import KERNELBENCH, TaskSelection, source_kind
 from jaxrl.data.task_source import load_tasks as load_task_specs
 from jaxrl.evaluation.runner import eval_options, open_client
-from jaxrl.generators import mesh_from_section
+from jaxrl.policy import check_source, load_policy, load_tokenizer, mesh_from_section, policy_config
 from jaxrl.sampling.sampler import Sampler, SamplerConfig, params_from_section
 from jaxrl.training.advantages import AdvantageConfig
 from jaxrl.training.grpo import GRPOLoop, GRPOSettings, SandboxScorer, Task, make_grpo_loss
@@ -43,10 +43,7 @@ from jaxrl.training.multihost import broadcast_json
 from jaxrl.training.optim import make_optimizer
 from jaxrl.training.rewards import RewardConfig
 from jaxrl.training.rollout_log import RolloutLogger
-from jaxrl.training.sft_main import (
-    export_policy, load_policy, load_policy_tokenizer, policy_config, run_directory,
-    start_training,
-)
+from jaxrl.training.run_folder import export_policy, run_directory, start_training
 from jaxrl.training.trainer import TrainStep, model_from_state
 from sandbox_service.client import SandboxClient
 
@@ -56,9 +53,10 @@ log = logging.getLogger(__name__)
 def run(config: Config) -> int:
     """Trains, checkpoints and exports as the config says; returns the process exit code (0)."""
     settings = config.grpo
+    check_source(config.model)  # bad inputs fail in a second, before any model work
     run_dir = run_directory(config.run, "grpo")
     mesh = mesh_from_section(config.mesh)
-    tokenizer = load_policy_tokenizer(config.model)
+    tokenizer = load_tokenizer(config.model)
     tasks = load_tasks(settings, tokenizer)
     updates = settings.max_steps * settings.num_iterations
     optimizer, schedule = make_optimizer(config.optim, updates)
