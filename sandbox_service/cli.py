@@ -1,8 +1,9 @@
 """Command line: `serve`, `check`, `inductor` and `demo` (see docs/sandbox.md).
 
 `check --json` prints exactly one JSON object (the EvalResult contract) on stdout. Exit codes:
-0 an evaluation ran (whatever the verdict); 2 usage error (a missing file, a backend this machine lacks, a
---target that does not answer within REACH_TIMEOUT_S); 3 infrastructure error. `inductor` exits 0 when
+0 an evaluation ran (whatever the verdict); 2 usage error (a missing file, a reference that cannot be judged
+against (status reference_error), a backend this machine lacks, a --target that does not answer within
+REACH_TIMEOUT_S); 3 infrastructure error. `inductor` exits 0 when
 it wrote a module, 1 when Inductor's output could not stand alone (or failed verification with --verify).
 """
 
@@ -123,6 +124,10 @@ def cmd_check(args: argparse.Namespace) -> int:
 
         result = evaluate_local(reference, candidate, options, args.backend, judge)
     print(result.to_json() if args.json else _summary(result))
+    if result.status == Status.REFERENCE_ERROR:  # the user's reference file, not the candidate
+        print(f"error: {args.reference} cannot be judged against: {result.error.splitlines()[0] if result.error else ''}",
+              file=sys.stderr)
+        return EXIT_USAGE
     return EXIT_INFRA if result.status == Status.INFRA_ERROR else EXIT_OK
 
 

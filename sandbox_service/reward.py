@@ -4,8 +4,8 @@
     R_speedup = valid x correct x min(speedup, speedup_cap)        (speedup_cap = 2.0 by default)
 
 The verdict's `status` decides: a sample scores only when its status is `ok` (checked against `valid`
-and `correct`). `timeout` and every other candidate failure score 0. `infra_error` (or no result at
-all) says nothing about the candidate: it is reported as unusable, to be masked out of group
+and `correct`). `timeout` and every other candidate failure score 0. `infra_error`, `reference_error` (the
+task's reference is broken) or no result at all say nothing about the candidate: it is reported as unusable, to be masked out of group
 statistics rather than scored 0. With `timing_available=False` (the CPU interpreter) every speedup
 counts as 1.0. No torch, no NumPy: the trainer and any other framework import this.
 """
@@ -67,7 +67,7 @@ def score_result(result: SandboxResult, config: RewardConfig, index: int = 0) ->
         status = Status(data["status"])
     except ValueError:
         raise ValueError(f"result {index}: unknown status {data['status']!r}") from None
-    if status is Status.INFRA_ERROR:
+    if not status.judges_the_candidate:  # infra_error, reference_error
         return 0.0, 0.0, False
     valid, correct = data.get("valid"), data.get("correct")
     if not (isinstance(valid, bool) and isinstance(correct, bool)):
