@@ -70,7 +70,20 @@ def run(config: Config) -> int:
     # Process 0's answer on every process: the rewards depend on it.
     timed = broadcast_json(timing_available(settings, config.sandbox) if scores else None)
     reward_config = RewardConfig(speedup_cap=settings.speedup_cap, timing_available=timed)
+    # The sandbox first: an unreachable target fails in seconds, not after the model has loaded.
+    client, scorer = open_scorer(config.sandbox, reward_config.timing_available) if scores else (None, None)
+    try:
+        return _train(config, run_dir, mesh, tokenizer, tasks, optimizer, schedule, model_config, loss_config,
+                      reward_config, scorer)
+    finally:
+        if scorer is not None:
+            scorer.close()
+            client.close()
 
+
+def _train(config: Config, run_dir, mesh, tokenizer, tasks, optimizer, schedule, model_config, loss_config,
+           reward_config, scorer) -> int:
+    settings = config.grpo
     checkpointer, graphdef, state, shardings, position, resumed = start_training(
         config, run_dir, model_config, optimizer, mesh, settings.seed
     )
@@ -87,7 +100,6 @@ def run(config: Config) -> int:
 
     sampler = Sampler(model_from_state(graphdef, state), tokenizer, SamplerConfig.from_section(config.sampling),
                       mesh=mesh)
-    client, scorer = open_scorer(config.sandbox, reward_config.timing_available) if scores else (None, None)
     done_steps = int(state.step) // settings.num_iterations
     logger = MetricsLogger(run_dir, start_step=done_steps, enabled=jax.process_index() == 0)
     rollout_logger = RolloutLogger(run_dir, start_step=done_steps, log_completions=settings.log_completions,
@@ -119,9 +131,6 @@ def run(config: Config) -> int:
         state, position = loop.run(state, position)
         export_policy(config, model_from_state(graphdef, state), model_config, run_dir, tokenizer)
     finally:
-        if scorer is not None:
-            scorer.close()
-            client.close()
         logger.close()
         rollout_logger.close()
         checkpointer.close()
