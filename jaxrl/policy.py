@@ -86,11 +86,9 @@ def check_source(section: ModelSection) -> None:
     try:
         if is_random(section):
             _random_preset(section.source)
-            if section.tokenizer is None:
-                raise ConfigError(f"model.source={section.source!r} is a random model: set model.tokenizer")
         else:
             resolve_source(section.source)
-        _tokenizer_path(section)
+        _tokenizer_path(section)  # a random model's tokenizer must be named
     except (ValueError, FileNotFoundError) as exc:
         raise ConfigError(str(exc)) from exc
 

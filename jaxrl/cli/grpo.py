@@ -20,6 +20,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+from pathlib import Path
+from typing import Any
 
 import jax
 from flax import nnx
@@ -32,6 +34,7 @@ from jaxrl.data.prompts import render_prompt
 from jaxrl.data.task_source import KERNELBENCH, TaskSelection, source_kind
 from jaxrl.data.task_source import load_tasks as load_task_specs
 from jaxrl.evaluation.runner import eval_options, open_client
+from jaxrl.models.config import ModelConfig
 from jaxrl.policy import check_source, load_policy, load_tokenizer, mesh_from_section, policy_config
 from jaxrl.sampling.sampler import Sampler, SamplerConfig, params_from_section
 from jaxrl.training.advantages import AdvantageConfig
@@ -81,8 +84,10 @@ def run(config: Config) -> int:
             client.close()
 
 
-def _train(config: Config, run_dir, mesh, tokenizer, tasks, optimizer, schedule, model_config, loss_config,
-           reward_config, scorer) -> int:
+def _train(config: Config, run_dir: Path, mesh: Any, tokenizer: Any, tasks: list[Task], optimizer: Any,
+           schedule: Any, model_config: ModelConfig, loss_config: LossConfig, reward_config: RewardConfig,
+           scorer: SandboxScorer | None) -> int:
+    """The training itself, once the inputs are checked and the sandbox answers (None: not process 0)."""
     settings = config.grpo
     checkpointer, graphdef, state, shardings, position, resumed = start_training(
         config, run_dir, model_config, optimizer, mesh, settings.seed
