@@ -2,14 +2,18 @@
 
 With no command it runs the embedded default: the bundled SmolLM2-135M evaluated on a few CPU-sized
 KernelBench level-1 problems with an embedded sandbox (configs/eval_cpu_tiny.yaml), then prints
-the metrics table. Commands live in `COMMANDS` (name -> Command); each receives the validated
-Config. Commands whose module is not part of this checkout say so instead of failing obscurely.
+the metrics table. Commands live in `COMMANDS` (name -> Command), their code in `jaxrl.cli` (one module per
+command: eval, sample, sft, grpo, score, serve, data); each receives the validated Config. Commands whose module
+is not part of this checkout say so instead of failing obscurely. Every command takes `--print-config` (print the resolved config as YAML and
+stop) and `--debug` (a failure's traceback; without it every error is one line on stderr).
 
 Several processes (one per host) join one run through the JAXRL_* variables of `jaxrl.distributed`.
 
 Exit codes: 0 success; 2 usage or configuration error (unknown command, bad option, bad override,
-missing config file, a problem selection or model source that does not exist, no KernelBench found or
-downloadable, bad JAXRL_* variables); 1 any other failure; 130 interrupted.
+missing config or data file, a problem selection or model source that does not exist, a sandbox target that
+does not answer or a backend this machine lacks, no KernelBench found or downloadable, nothing to `score`, a
+`serve` port that is taken, a `model.endpoint` that cannot list its models, bad JAXRL_* variables); 1 any other
+failure; 130 interrupted.
 """
 
 from __future__ import annotations
@@ -18,12 +22,12 @@ import argparse
 import dataclasses
 import importlib
 import sys
-import time
 import traceback
 from collections.abc import Callable, Sequence
 
 from jaxrl import distributed
 from jaxrl.config import Config, ConfigError, load_config
+from jaxrl.config.yaml_io import dump_yaml
 from jaxrl.data.engine.api import EngineUnavailable
 from jaxrl.data.kernelbench_source import KernelBenchUnavailable
 
@@ -62,56 +66,31 @@ def _import(module: str, command: str):
 
 
 def run_eval_command(config: Config, args: argparse.Namespace) -> int:
-    from jaxrl.data.task_source import TaskSelection, load_tasks
-    from jaxrl.evaluation.runner import run_eval
-    from jaxrl.generators import load_generator, mesh_from_section, resolve_source
-
-    if config.model.endpoint is not None:  # an OpenAI-compatible API instead of an in-process model
-        return _report(_import("jaxrl.evaluation.endpoint", "eval").run_endpoint_eval(config, not args.no_progress))
-    # Check the inputs first: a bad selection or model path fails in a second, not after loading the model.
-    try:
-        problems = load_tasks(TaskSelection.from_section(config.eval))
-        resolve_source(config.model.source)
-    except (ValueError, FileNotFoundError) as exc:
-        raise ConfigError(str(exc)) from exc
-    progress = not args.no_progress
-    _note(f"loading {config.model.source} ...", progress)
-    started = time.monotonic()
-    generator = load_generator(config.model, mesh=mesh_from_section(config.mesh), sampling=config.sampling)
-    _note(f"model ready in {time.monotonic() - started:.1f} s; {len(problems)} problems x {config.sampling.num_samples}"
-          " samples", progress)
-    return _report(run_eval(config, generator, progress=progress, problems=problems))
-
-
-def _report(run) -> int:
-    """Prints an evaluation's metrics table and run folder."""
-    print(run.metrics.table())
-    print(f"\n{run.samples} samples of {run.problems} problems in {run.duration_s:.1f} s; run folder: {run.run_dir}")
-    return EXIT_OK
+    return _import("jaxrl.cli.eval", "eval").run(config, progress=not args.no_progress)
 
 
 def run_score_command(config: Config, args: argparse.Namespace) -> int:
-    return _report(_import("jaxrl.evaluation.score", "score").run_score(config, progress=not args.no_progress))
+    return _import("jaxrl.cli.score", "score").run(config, progress=not args.no_progress)
 
 
 def run_serve_command(config: Config, args: argparse.Namespace) -> int:
-    return _import("jaxrl.serving.server", "serve").run_serve(config)
+    return _import("jaxrl.cli.serve", "serve").run(config)
 
 
 def run_sample_command(config: Config, args: argparse.Namespace) -> int:
-    return _import("jaxrl.sampling.cli", "sample").run_sample(config, as_json=args.json)
+    return _import("jaxrl.cli.sample", "sample").run_sample(config, as_json=args.json)
 
 
 def run_sft_command(config: Config, args: argparse.Namespace) -> int:
-    return _import("jaxrl.training.sft_main", "sft").run(config)
+    return _import("jaxrl.cli.sft", "sft").run(config)
 
 
 def run_grpo_command(config: Config, args: argparse.Namespace) -> int:
-    return _import("jaxrl.training.grpo_main", "grpo").run(config)
+    return _import("jaxrl.cli.grpo", "grpo").run(config)
 
 
 def run_data_command(config: Config, args: argparse.Namespace) -> int:
-    return _import("jaxrl.data.engine.data_main", "data").run(config, progress=not args.no_progress)
+    return _import("jaxrl.cli.data", "data").run(config, progress=not args.no_progress)
 
 
 def _eval_arguments(parser: argparse.ArgumentParser) -> None:
@@ -124,15 +103,17 @@ def _sample_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _sample_aliases(overrides: list[str]) -> list[str]:
     """`model=`, `prompt=`, `max_new_tokens=`, `temperature=` ... as the issue names them."""
-    from jaxrl.sampling.cli import expand_aliases
+    from jaxrl.cli.sample import expand_aliases
 
     return expand_aliases(overrides)
 
 
-def _aliases(overrides: list[str], aliases: dict[str, str]) -> list[str]:
-    from jaxrl.sampling.cli import expand_aliases
+def _score_aliases(overrides: list[str]) -> list[str]:
+    """`completions=PATH` for score.completions."""
+    from jaxrl.cli.sample import expand_aliases
+    from jaxrl.cli.score import ALIASES
 
-    return expand_aliases(overrides, aliases)
+    return expand_aliases(overrides, ALIASES)
 
 
 COMMANDS: dict[str, Command] = {
@@ -145,17 +126,11 @@ COMMANDS: dict[str, Command] = {
     "sft": Command("supervised fine-tuning", run_sft_command),
     "grpo": Command("GRPO reinforcement learning with sandbox rewards", run_grpo_command),
     "score": Command("evaluate completions produced elsewhere (a JSONL or a KernelBench runs folder), as eval does",
-                     run_score_command, add_arguments=_eval_arguments,
-                     expand_overrides=lambda overrides: _aliases(overrides, {"completions": "score.completions"})),
+                     run_score_command, add_arguments=_eval_arguments, expand_overrides=_score_aliases),
     "serve": Command("serve model.source over an OpenAI-compatible HTTP API (docs/ecosystem.md)", run_serve_command),
     "data": Command("build verified, decontaminated, split SFT and RL data with the data engine (docs/data.md)",
                     run_data_command, default_config="data_cpu", add_arguments=_eval_arguments),
 }
-
-
-def _note(text: str, enabled: bool) -> None:
-    if enabled:
-        print(text, file=sys.stderr, flush=True)
 
 
 def _command_list() -> str:
@@ -191,6 +166,8 @@ def parse_args(argv: Sequence[str]) -> tuple[str, argparse.Namespace]:
     default = f"configs/{command.default_config}.yaml" if command.default_config else "the schema defaults"
     parser.add_argument("--config", metavar="FILE",
                         help=f"YAML config file or a name under configs/ (default: {default})")
+    parser.add_argument("--print-config", action="store_true", help="print the resolved config as YAML and stop")
+    parser.add_argument("--debug", action="store_true", help="show a failure's traceback")
     command.add_arguments(parser)
     parser.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides, e.g. sampling.seed=3")
     args = parser.parse_intermixed_args(argv)  # options may come between overrides
@@ -213,8 +190,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exc:  # --help of a command
         return EXIT_OK if exc.code in (0, None) else EXIT_USAGE
     except (UsageError, ConfigError, FileNotFoundError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return _fail(exc, EXIT_USAGE, debug="--debug" in argv)
+    if args.print_config:
+        print(dump_yaml(config.to_dict()), end="")
+        return EXIT_OK
     try:
         distributed.initialize_from_env()  # before any JAX use; a no-op unless JAXRL_* asks for several processes
         return COMMANDS[name].run(config, args)
@@ -222,15 +201,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     except (NotAvailable, EngineUnavailable) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_FAILURE
-    except (ConfigError, KernelBenchUnavailable) as exc:  # unusable configuration or no data: before the work
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    except Exception as exc:  # noqa: BLE001 - the top level reports every failure, with its traceback
-        traceback.print_exc()
-        print(f"error: {name} failed: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return EXIT_FAILURE
+        return _fail(exc, EXIT_FAILURE, args.debug)
+    # Unusable input, found before the work: a config value, a file that is not there, no data.
+    except (ConfigError, FileNotFoundError, KernelBenchUnavailable) as exc:
+        return _fail(exc, EXIT_USAGE, args.debug)
+    except Exception as exc:  # noqa: BLE001 - the top level reports every failure in one line
+        return _fail(exc, EXIT_FAILURE, args.debug, f"{name} failed: {type(exc).__name__}: ")
+
+
+def _fail(exc: BaseException, code: int, debug: bool, prefix: str = "") -> int:
+    """One line on stderr (the traceback before it with --debug); returns the exit code."""
+    if debug:
+        traceback.print_exception(exc)
+    hint = "" if debug or code == EXIT_USAGE else " (--debug shows the traceback)"
+    print(f"error: {prefix}{exc}{hint}", file=sys.stderr)
+    return code
 
 
 if __name__ == "__main__":

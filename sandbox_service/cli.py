@@ -1,7 +1,9 @@
 """Command line: `serve`, `check`, `inductor` and `demo` (see docs/sandbox.md).
 
 `check --json` prints exactly one JSON object (the EvalResult contract) on stdout. Exit codes:
-0 an evaluation ran (whatever the verdict); 2 usage error; 3 infrastructure error. `inductor` exits 0 when
+0 an evaluation ran (whatever the verdict); 2 usage error (a missing file, a reference that cannot be judged
+against (status reference_error), a backend this machine lacks, a --target that does not answer within
+REACH_TIMEOUT_S); 3 infrastructure error. `inductor` exits 0 when
 it wrote a module, 1 when Inductor's output could not stand alone (or failed verification with --verify).
 """
 
@@ -17,6 +19,28 @@ from sandbox_service.options import EvalOptions
 from sandbox_service.results import EvalResult, Status
 
 EXIT_OK, EXIT_USAGE, EXIT_INFRA = 0, 2, 3
+REACH_TIMEOUT_S = 5.0
+
+
+class Unreachable(Exception):
+    """A --target server that does not answer: the address to fix, not an evaluation to charge."""
+
+
+def _connect(targets: list[str]):
+    """A client on `targets` once each has answered a server-info call within REACH_TIMEOUT_S."""
+    import grpc
+
+    from sandbox_service.client import SandboxClient
+
+    client = SandboxClient(targets)
+    try:
+        client.server_info(timeout_s=REACH_TIMEOUT_S)
+    except grpc.RpcError as exc:
+        client.close()
+        raise Unreachable(f"cannot reach the sandbox server(s) {', '.join(targets)} within {REACH_TIMEOUT_S:.0f} s "
+                          f"({exc.code().name}); start one with `python -m sandbox_service serve --port PORT` "
+                          "or fix --target") from None
+    return client
 EXAMPLES = Path(__file__).resolve().parent / "examples"
 
 
@@ -93,15 +117,17 @@ def cmd_check(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     if args.target:
-        from sandbox_service.client import SandboxClient
-
-        with SandboxClient(args.target) as client:
+        with _connect(args.target) as client:
             result = client.evaluate(reference, candidate, options, timeout_s=options.timeout_s + 120)
     else:
         from sandbox_service.evaluation import evaluate_local
 
         result = evaluate_local(reference, candidate, options, args.backend, judge)
     print(result.to_json() if args.json else _summary(result))
+    if result.status == Status.REFERENCE_ERROR:  # the user's reference file, not the candidate
+        print(f"error: {args.reference} cannot be judged against: {result.error.splitlines()[0] if result.error else ''}",
+              file=sys.stderr)
+        return EXIT_USAGE
     return EXIT_INFRA if result.status == Status.INFRA_ERROR else EXIT_OK
 
 
@@ -164,7 +190,7 @@ def cmd_inductor(args: argparse.Namespace) -> int:
         print(f"error: no such file: {args.reference}", file=sys.stderr)
         return EXIT_USAGE
     reference = args.reference.read_text()
-    client = SandboxClient(args.target) if args.target else SandboxClient.embedded(backend=args.backend, workers=1)
+    client = _connect(args.target) if args.target else SandboxClient.embedded(backend=args.backend, workers=1)
     with client:
         result = client.inductor(reference, InductorOptions(timeout_s=args.timeout))
         verdict = None
@@ -249,4 +275,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     # Logs go to stderr so that `check --json` keeps stdout to exactly one JSON object.
     logging.basicConfig(level=args.log_level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    return args.func(args)
+    from sandbox_service.devices import BackendUnavailable
+
+    try:
+        return args.func(args)
+    except (BackendUnavailable, Unreachable) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE

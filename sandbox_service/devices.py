@@ -17,6 +17,10 @@ class BackendInfo:
     triton_version: str
 
 
+class BackendUnavailable(RuntimeError):
+    """The backend asked for does not exist on this machine (the user's choice to change, not a crash)."""
+
+
 def resolve_backend(requested: str = "auto", gpus: list[int] | None = None) -> BackendInfo:
     """Resolve "auto" | "cuda" | "interpreter"; a cuda request without a GPU is an error, not a fallback."""
     if requested not in ("auto", "cuda", "interpreter"):
@@ -26,7 +30,8 @@ def resolve_backend(requested: str = "auto", gpus: list[int] | None = None) -> B
 
     count = torch.cuda.device_count() if os.environ.get("TRITON_INTERPRET") != "1" else 0
     if requested == "cuda" and count == 0:
-        raise RuntimeError("--backend cuda was asked for, but no CUDA GPU is visible")
+        raise BackendUnavailable("--backend cuda was asked for, but no CUDA GPU is visible (use --backend interpreter "
+                                 "or auto, or run on a machine with a GPU)")
     backend = "cuda" if requested == "cuda" or (requested == "auto" and count > 0) else "interpreter"
     if backend == "cuda":
         chosen = tuple(gpus) if gpus else tuple(range(count))

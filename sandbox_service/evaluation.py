@@ -153,14 +153,13 @@ class JudgeLink:
         evaluations, may hold it for a while): the preparation waits and is tried again, MEMORY_WAITS_S apart."""
         answer = self._waiting_for_memory(lambda: self._prepare_once(reserve), "preparing")
         if answer.get("type") == "error":
-            prefix = "reference failed" if answer.get("kind") == "reference" else "the judge failed"
-            raise _Finish(Status.INFRA_ERROR, f"{prefix}: {answer.get('error', '')}")
+            raise _error_finish(answer)
         if self.prepared is not None and (
             answer["input_fingerprints"] != self.prepared["input_fingerprints"]
             or answer["output_fingerprints"] != self.prepared["output_fingerprints"]
         ):
-            raise _Finish(Status.INFRA_ERROR, "the reference is not deterministic: a restarted judge computed other "
-                                              "inputs or outputs for the same seeds")
+            raise _Finish(Status.REFERENCE_ERROR, "the reference is not deterministic: a restarted judge computed "
+                                                  "other inputs or outputs for the same seeds")
         self.prepared = answer
         self.lane.problem_sizes[self.problem.key] = (int(answer["input_bytes"]), int(answer["output_bytes"]))
         return answer
@@ -194,8 +193,8 @@ class JudgeLink:
                 # a reference that crashes it twice, or hangs, is the reference's problem.
                 if attempt == 0 and not exc.timed_out:
                     continue
-                what = "did not finish" if exc.timed_out else "crashed the judge"
-                raise _Finish(Status.INFRA_ERROR, f"the reference {what} while being prepared: {exc.cause}") from None
+                what = f"did not finish within {self.options.timeout_s:g} s" if exc.timed_out else "crashed the judge"
+                raise _Finish(Status.REFERENCE_ERROR, f"the reference {what} while being prepared: {exc.cause}") from None
         return answer
 
     def compare(self, message: dict, outputs_dir: str, ipc_min_bytes: int | None) -> dict:
@@ -217,8 +216,7 @@ class JudgeLink:
             if answer.get("type") == "unknown_problem":
                 answer = self._prepare_and_compare(request)  # evicted or restarted meanwhile: both in one turn
             if answer.get("type") == "error":
-                prefix = "reference failed" if answer.get("kind") == "reference" else "the judge failed"
-                raise _Finish(Status.INFRA_ERROR, f"{prefix} while comparing: {answer.get('error', '')}")
+                raise _error_finish(answer, " while comparing")
             if answer.get("type") == "unknown_problem":
                 raise _Finish(Status.INFRA_ERROR, "the judge lost this task while comparing")
             return answer
@@ -232,8 +230,8 @@ class JudgeLink:
                 return prepared
             if (prepared["input_fingerprints"] != self.prepared["input_fingerprints"]
                     or prepared["output_fingerprints"] != self.prepared["output_fingerprints"]):
-                raise _Finish(Status.INFRA_ERROR, "the reference is not deterministic: a restarted judge computed "
-                                                  "other inputs or outputs for the same seeds")
+                raise _Finish(Status.REFERENCE_ERROR, "the reference is not deterministic: a restarted judge "
+                                                      "computed other inputs or outputs for the same seeds")
             return self.service.request(request, COMPARE_TIMEOUT_S)
 
     def time_reference(self, method: str) -> TimingStats:
@@ -248,14 +246,28 @@ class JudgeLink:
                 self.prepare_ungated()
                 continue
             if answer.get("type") == "error":
-                raise _Finish(Status.INFRA_ERROR, f"reference failed while being timed: {answer.get('error', '')}")
+                raise _error_finish(answer, " while being timed")
             return TimingStats(**answer["stats"])
         raise _Finish(Status.INFRA_ERROR, "the judge lost this task while timing the reference")
 
     def prepare_ungated(self) -> None:
         answer = self._call(self.problem.prepare_request(), self.options.timeout_s, gated=False)
+        if answer.get("type") == "error":
+            raise _error_finish(answer)
         if answer.get("type") != "prepared":
-            raise _Finish(Status.INFRA_ERROR, f"reference failed: {answer.get('error', '')}")
+            raise _Finish(Status.INFRA_ERROR, f"the judge answered {answer.get('type')!r} to a preparation")
+
+
+def _error_finish(answer: dict, when: str = "") -> _Finish:
+    """The verdict of a judge's error answer: the reference's own failure (it raised, has no get_inputs, made
+    non-finite outputs ...) is reference_error, never charged to the candidate; anything else is the sandbox's."""
+    if answer.get("kind") == "reference":
+        error = str(answer.get("error", ""))
+        lines = [line for line in error.splitlines() if line.strip()]
+        # The exception's own line first (a one-line message can show it), then the judge's traceback.
+        detail = f"{lines[-1].strip()}\n{error}" if len(lines) > 1 else error
+        return _Finish(Status.REFERENCE_ERROR, f"the reference failed{when}: {detail}")
+    return _Finish(Status.INFRA_ERROR, f"the judge failed{when}: {answer.get('error', '')}")
 
 
 def evaluate(

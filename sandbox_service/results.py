@@ -21,7 +21,13 @@ class Status(str, enum.Enum):
     COMPILE_ERROR = "compile_error"
     RUNTIME_ERROR = "runtime_error"
     TIMEOUT = "timeout"
-    INFRA_ERROR = "infra_error"
+    INFRA_ERROR = "infra_error"  # the sandbox failed: try again
+    REFERENCE_ERROR = "reference_error"  # the reference cannot be judged against: fix the task, not the candidate
+
+    @property
+    def judges_the_candidate(self) -> bool:
+        """False for the verdicts that say nothing about the candidate (they are never scored)."""
+        return self not in (Status.INFRA_ERROR, Status.REFERENCE_ERROR)
 
 
 class Outcome(str, enum.Enum):

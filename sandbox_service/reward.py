@@ -4,9 +4,9 @@
     R_speedup = valid x correct x min(speedup, speedup_cap)        (speedup_cap = 2.0 by default)
 
 The verdict's `status` decides: a sample scores only when its status is `ok` (checked against `valid`
-and `correct`). `timeout` and every other candidate failure score 0. `infra_error` (or no result at
-all) says nothing about the candidate: it is reported as unusable, to be masked out of group
-statistics rather than scored 0. With `timing_available=False` (the CPU interpreter) every speedup
+and `correct`). `timeout` and every other candidate failure score 0. `infra_error`, `reference_error` (the
+task's reference is broken) or no result at all say nothing about the candidate: it is reported as unusable,
+to be masked out of group statistics rather than scored 0. With `timing_available=False` (the CPU interpreter) every speedup
 counts as 1.0. No torch, no NumPy: the trainer and any other framework import this.
 
 Adapters (docs/ecosystem.md has examples):
@@ -14,8 +14,8 @@ Adapters (docs/ecosystem.md has examples):
 * `compute_score(data_source, solution_str, ground_truth, extra_info=None)`: verl's custom reward function.
 Both keep the trainer's semantics: a candidate may be a completion with a fenced block or the raw code
 (warned about once), the dataset's input sets go with it, speedups count as 1.0 when the sandbox could
-not time (the interpreter), and an `infra_error` is retried and then never scored as a real 0 (see each
-adapter for what it becomes).
+not time (the interpreter), and an `infra_error` or `reference_error` (a verdict that does not judge the
+candidate) is retried and then never scored as a real 0 (see each adapter for what it becomes).
 """
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ def score_result(result: SandboxResult, config: RewardConfig, index: int = 0) ->
         status = Status(data["status"])
     except ValueError:
         raise ValueError(f"result {index}: unknown status {data['status']!r}") from None
-    if status is Status.INFRA_ERROR:
+    if not status.judges_the_candidate:  # infra_error, reference_error
         return 0.0, 0.0, False
     valid, correct = data.get("valid"), data.get("correct")
     if not (isinstance(valid, bool) and isinstance(correct, bool)):
@@ -154,7 +154,7 @@ def _reward_config(result: SandboxResult, config: RewardConfig | None, timed: bo
 
 def _score(result: SandboxResult, reward: str, config: RewardConfig | None, timed: bool, cap: float,
            index: int) -> float | None:
-    """The chosen reward of one verdict, None when it is unusable (infra_error)."""
+    """The chosen reward of one verdict, None when it is unusable (infra_error, reference_error)."""
     r_correct, r_speedup, usable = score_result(result, _reward_config(result, config, timed, cap), index)
     if not usable:
         return None
@@ -186,7 +186,8 @@ def make_reward_function(
     evaluated as the code itself, with a warning the first time. config: None scores like the trainer
     (speedups count as 1.0 where the sandbox does not time, e.g. the interpreter); a RewardConfig fixes it.
 
-    infra_error (the sandbox failed, not the candidate): those samples are evaluated again up to
+    infra_error (the sandbox failed, not the candidate) or reference_error (the row's reference cannot be judged
+    against: it raises, times out, is not deterministic...): those samples are evaluated again up to
     `infra_retries` times. What still fails becomes, by `on_infra_error`:
     * "group_mean" (default): the mean reward of the usable samples of the same prompt in this call (0.0
       when none is usable). TRL's advantage is reward minus its group's mean (divided by a std), so such
@@ -247,10 +248,11 @@ def _cap(config: RewardConfig | None) -> float:
 def _resolve_infra(scores: list[float | None], failed: list[int], prompts: Sequence[Any] | None,
                    references: Sequence[str], policy: InfraPolicy) -> list[float | None]:
     """Scores for the samples still unjudged after the retries, by `make_reward_function`'s policy."""
-    log.warning("%d of %d samples got no verdict from the sandbox (infra_error) after retries; on_infra_error=%s",
-                len(failed), len(scores), policy)
+    log.warning("%d of %d samples got no verdict on the candidate from the sandbox (infra_error or reference_error) "
+                "after retries; on_infra_error=%s", len(failed), len(scores), policy)
     if policy == "raise":
-        raise RuntimeError(f"the sandbox could not judge {len(failed)} of {len(scores)} samples (infra_error)")
+        raise RuntimeError(f"the sandbox could not judge {len(failed)} of {len(scores)} samples "
+                           "(infra_error or reference_error)")
     if policy == "none":
         return scores
     groups = [repr((prompts[i] if prompts is not None else None, references[i])) for i in range(len(scores))]
@@ -302,8 +304,9 @@ def compute_score(
     "speedup_reward", "valid", "status"}; verl logs the extra keys. data_source and extra_info are not
     needed (verl passes them). client: a SandboxClient (None: the shared one, see `_shared_client`).
 
-    infra_error is evaluated again `infra_retries` times, then raises RuntimeError: verl's reward
-    managers have no per-sample mask, and a 0 would punish the candidate for the sandbox's failure.
+    infra_error or reference_error is evaluated again `infra_retries` times, then raises RuntimeError: verl's
+    reward managers have no per-sample mask, and a 0 would punish the candidate for the sandbox's (or the
+    reference's) failure.
     """
     del data_source, extra_info
     if reward not in ("correct", "speedup"):
@@ -324,7 +327,8 @@ def compute_score(
         if usable:
             return {"score": r_correct if reward == "correct" else r_speedup, "correct": r_correct,
                     "speedup_reward": r_speedup, "valid": float(result.valid), "status": result.status.value}
-    raise RuntimeError(f"the sandbox could not judge the sample after {infra_retries + 1} attempts: {result.error}")
+    raise RuntimeError(f"the sandbox could not judge the sample after {infra_retries + 1} attempts "
+                       f"({result.status.value}): {result.error}")
 
 
 _VERL_RAW_CODE = _RawCodeWarning()

@@ -1,5 +1,5 @@
 """Test-wide setup: CPU-only JAX with 8 fake devices, no hub or KernelBench download, `gpu` tests skipped
-without CUDA."""
+without CUDA, and tests that need the shared KernelBench copy skipped without it (failed in CI)."""
 
 from __future__ import annotations
 
@@ -33,13 +33,7 @@ os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
 os.environ.setdefault("JAX_COMPILATION_CACHE_MAX_SIZE", str(4 << 30))
 
 import pytest
-
-REPO_ROOT = Path(__file__).resolve().parents[1]
-
-
-def shared_dir() -> Path:
-    """../shared beside the checkout (override with TRITONRL_SHARED_DIR, e.g. under Bazel)."""
-    return Path(os.environ.get("TRITONRL_SHARED_DIR", REPO_ROOT.parent / "shared"))
+from kernelbench_data import shared_kernelbench
 
 
 def _cuda_available() -> bool:
@@ -61,10 +55,8 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(scope="session")
 def kernelbench_path() -> Path:
-    path = shared_dir() / "datasets" / "kernelbench.jsonl"
-    if not path.exists():
-        pytest.fail(f"KernelBench dataset not found at {path}; set TRITONRL_SHARED_DIR")
-    return path
+    """The shared KernelBench JSONL; tests that take it skip without it, or fail in CI (tests/kernelbench_data.py)."""
+    return shared_kernelbench()
 
 
 @pytest.fixture(scope="session")

@@ -5,7 +5,7 @@ A YAML file may start with `include: base.yaml` or `include: [base.yaml, models/
 top (mappings merge key by key; lists and scalars replace). Command-line overrides come last, as
 dotted keys: `sampling.temperature=0.7`, `eval.levels=[1,2]` or `eval.levels=1,2`, `eval.ids=null`.
 Files and override values are YAML 1.1 except that `3e-3` is a float (`yaml_io`).
-Unknown keys are errors that suggest the closest valid key.
+Unknown keys are errors that say what a TRL or verl name maps to here, or else suggest the closest valid key.
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ from typing import Any
 
 import yaml
 
-from jaxrl.config.schema import Config, ConfigError, field_types, coerce
+from jaxrl.config.foreign_names import foreign_hint
+from jaxrl.config.schema import Config, ConfigError, coerce, field_types
 from jaxrl.config.yaml_io import dump_yaml, load_yaml
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -112,7 +113,7 @@ def build(cls: type, tree: Any, prefix: str = "") -> Any:
     fields = {f.name: f for f in dataclasses.fields(cls)}
     for key in tree:
         if key not in fields:
-            raise ConfigError(f"unknown config key {_join(prefix, key)!r}{_suggest(cls, prefix, str(key))}")
+            raise ConfigError(f"unknown config key {_join(prefix, key)!r}{_suggest(cls, prefix, str(key), tree[key])}")
     kwargs = {}
     hints = field_types(cls)
     for key, value in tree.items():
@@ -131,7 +132,12 @@ def _join(prefix: str, key: str) -> str:
     return f"{prefix}.{key}" if prefix else key
 
 
-def _suggest(cls: type, prefix: str, key: str) -> str:
+def _suggest(cls: type, prefix: str, key: str, value: Any) -> str:
+    """What the user probably meant: our name for a TRL or verl knob, else the closest key."""
+    for path in _leaf_paths(_join(prefix, key), value):
+        hint = foreign_hint(path)
+        if hint is not None:
+            return f": {hint}"
     names = [f.name for f in dataclasses.fields(cls)]
     close = difflib.get_close_matches(key, names, n=1, cutoff=0.6)
     if close:
@@ -140,6 +146,13 @@ def _suggest(cls: type, prefix: str, key: str) -> str:
     if elsewhere:
         return f"; did you mean {' or '.join(repr(p) for p in elsewhere)}?"
     return f"; valid keys here: {', '.join(names)}"
+
+
+def _leaf_paths(path: str, value: Any) -> list[str]:
+    """The dotted keys a (possibly nested) value sets under `path`, e.g. a verl tree given as YAML."""
+    if not isinstance(value, dict):
+        return [path]
+    return [leaf for k, v in value.items() for leaf in _leaf_paths(f"{path}.{k}", v)]
 
 
 def all_keys(cls: type, prefix: str = "") -> list[str]:

@@ -2,10 +2,12 @@
 
 Every section derives from `Section`, whose `__post_init__` coerces each field to its annotated
 type (so "0.7" becomes 0.7 and "1,2" becomes (1, 2), from YAML or from the command line alike) and
-then runs the section's own `_problems()` checks (range checks through `_at_least`, `_above` and
-`_in_range`, whose messages name the key, the allowed range and the value). Adding a section (e.g.
-`sft`, `grpo`) means: define a `Section` subclass here, add one field to `Config`, and list its keys
-with their defaults in `configs/base.yaml` (a test keeps that file equal to these defaults).
+then checks the bounds each field declares with `knob` (messages name the key, the allowed range and the value)
+and runs the section's own `_problems()` checks. Each knob is declared once, here: `knob(default, comment,
+bounds)`. configs/base.yaml is generated from these declarations (`python -m jaxrl.config.base_yaml`), and the
+runtime configs that take the same knob (losses, rewards, the GRPO loop, the sampler) read its default
+(`default_of`) and check its bounds (`check_bounds`) from here. Adding a section (e.g. `sft`, `grpo`) means:
+define a `Section` subclass of knobs here, add one field to `Config`, and regenerate configs/base.yaml.
 
 This module imports neither jax nor torch: configs are read by every entry point.
 """
@@ -14,10 +16,11 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 import re
 import types
 import typing
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import yaml
 
@@ -42,7 +45,9 @@ class ConfigError(ValueError):
 
 @functools.cache
 def field_types(cls: type) -> dict[str, Any]:
-    return typing.get_type_hints(cls)
+    """The annotated type of each dataclass field of `cls` (class variables such as yaml_note left out)."""
+    hints = typing.get_type_hints(cls)
+    return {f.name: hints[f.name] for f in dataclasses.fields(cls)}
 
 
 def coerce(value: Any, annotation: Any, key: str) -> Any:
@@ -115,40 +120,94 @@ def _parse_list(text: str, key: str) -> list[Any]:
 
 
 @dataclasses.dataclass(frozen=True)
+class Bounds:
+    """A numeric knob's range (None: open on that side; finite: no infinity); `note` is added to the message
+    (e.g. " (0 = off)")."""
+
+    ge: float | None = None
+    gt: float | None = None
+    le: float | None = None
+    lt: float | None = None
+    finite: bool = False
+    note: str = ""
+
+    def problem(self, name: str, value: Any, nullable: bool = False) -> str | None:
+        """'<name> must be ..., got <value>' when `value` is outside (NaN always is); None when inside or null."""
+        if value is None:
+            return None
+        low_ok = (self.ge is None or value >= self.ge) and (self.gt is None or value > self.gt)
+        high_ok = (self.le is None or value <= self.le) and (self.lt is None or value < self.lt)
+        if low_ok and high_ok and (not self.finite or math.isfinite(value)):
+            return None
+        low = self.ge if self.ge is not None else self.gt
+        high = self.le if self.le is not None else self.lt
+        if high is None:
+            what = f"{'a finite number ' if self.finite else ''}{'>=' if self.ge is not None else '>'} {low}"
+        elif low is None:
+            what = f"{'<=' if self.le is not None else '<'} {high}"
+        else:
+            what = f"in {'[' if self.ge is not None else '('}{low}, {high}{']' if self.le is not None else ')'}"
+        return f"{name} must be {what}{self.note}{' or null' if nullable else ''}, got {value}"
+
+
+def knob(default: Any, doc: str = "", *, ge: float | None = None, gt: float | None = None, le: float | None = None,
+         lt: float | None = None, finite: bool = False, note: str = "") -> Any:
+    """A config field declared once: its default, its bounds (checked by every Section, and by the runtime
+    configs that carry the same knob, through `check_bounds`) and its comment in the generated configs/base.yaml."""
+    bounds = Bounds(ge, gt, le, lt, finite, note) if (ge, gt, le, lt) != (None,) * 4 else None
+    return dataclasses.field(default=default, metadata={"doc": doc, "bounds": bounds})
+
+
+def default_of(section: type, name: str) -> Any:
+    """The declared default of `section.name` (for runtime configs that take the same knob)."""
+    return next(f.default for f in dataclasses.fields(section) if f.name == name)
+
+
+def knob_problem(section: type, name: str, value: Any, label: str | None = None) -> str | None:
+    """The problem with `value` for `section`'s knob `name` under its declared bounds (named `label`), or None."""
+    bounds = next(f.metadata.get("bounds") for f in dataclasses.fields(section) if f.name == name)
+    return None if bounds is None else bounds.problem(label or name, value, _nullable(section, name))
+
+
+def check_bounds(obj: Any, section: type, names: dict[str, str] | None = None) -> None:
+    """ConfigError when a field of `obj` is outside the bounds declared for `section`'s knob of that name.
+
+    names: {obj's field: section's field}, for the fields that are named differently; by default every field of
+    `obj` that `section` also declares."""
+    pairs = names if names is not None else {f.name: f.name for f in dataclasses.fields(section) if hasattr(obj, f.name)}
+    problems = [knob_problem(section, theirs, getattr(obj, ours), ours) for ours, theirs in pairs.items()]
+    problems = [p for p in problems if p]
+    if problems:
+        raise ConfigError(f"invalid {type(obj).__name__}: " + "; ".join(problems))
+
+
+def _nullable(section: type, name: str) -> bool:
+    return type(None) in typing.get_args(field_types(section)[name])
+
+
+@dataclasses.dataclass(frozen=True)
 class Section:
-    """Base of every section: typed fields, coerced and checked on construction."""
+    """Base of every section: typed fields, coerced and checked on construction.
+
+    yaml_note: the section's comment in the generated configs/base.yaml."""
+
+    yaml_note: ClassVar[str] = ""
 
     def __post_init__(self) -> None:
         name = type(self).__name__
         for field in dataclasses.fields(self):
             value = coerce(getattr(self, field.name), field_types(type(self))[field.name], f"{name}.{field.name}")
             object.__setattr__(self, field.name, value)
-        problems = self._problems()
+        problems = [field.metadata["bounds"].problem(field.name, getattr(self, field.name),
+                                                     _nullable(type(self), field.name))
+                    for field in dataclasses.fields(self) if field.metadata.get("bounds") is not None]
+        problems = [p for p in problems if p] + self._problems()
         if problems:
             raise ConfigError(f"invalid {name}: " + "; ".join(problems))
 
     def _problems(self) -> list[str]:
-        """Value checks beyond types; each problem as one short sentence naming the key."""
+        """Checks beyond types and declared bounds; each problem as one short sentence naming the key."""
         return []
-
-    def _at_least(self, low: float, *names: str, note: str = "") -> list[str]:
-        """'<name> must be >= <low>, got <value>' for each named field below `low` (NaN included)."""
-        values = {n: getattr(self, n) for n in names}
-        return [f"{n} must be >= {low}{note}, got {v}" for n, v in values.items() if not v >= low]
-
-    def _above(self, low: float, *names: str) -> list[str]:
-        """'<name> must be > <low>, got <value>' for each named field not above `low` (NaN included)."""
-        values = {n: getattr(self, n) for n in names}
-        return [f"{n} must be > {low}, got {v}" for n, v in values.items() if not v > low]
-
-    def _in_range(self, name: str, low: float, high: float, open_low: bool = False, open_high: bool = False) -> list[str]:
-        """'<name> must be in [low, high], got <value>' (an open end written as '(' or ')') when outside it."""
-        value = getattr(self, name)
-        above = value > low if open_low else value >= low
-        below = value < high if open_high else value <= high
-        if above and below:
-            return []
-        return [f"{name} must be in {'(' if open_low else '['}{low}, {high}{')' if open_high else ']'}, got {value}"]
 
     def to_dict(self) -> dict[str, Any]:
         return _plain(self)
@@ -169,10 +228,6 @@ def _source_problems(section: Any) -> list[str]:
     problems = []
     if not section.dataset.strip():
         problems.append("dataset must be kernelbench, generated or a path")
-    if section.num_generated < 1:
-        problems.append(f"num_generated must be >= 1, got {section.num_generated}")
-    if section.per_family is not None and section.per_family < 1:
-        problems.append(f"per_family must be >= 1 or null, got {section.per_family}")
     return problems
 
 
@@ -204,19 +259,22 @@ class ModelSection(Section):
     timeout_s: per request.
     """
 
-    source: str = "smollm2-135m"
-    tokenizer: str | None = None
-    dtype: DType = "float32"
-    param_dtype: DType = "float32"
-    attention_impl: AttentionImpl = "auto"
-    remat: RematPolicy = "none"
-    endpoint: str | None = None
-    api_key_env: str | None = None
-    api: EndpointApi = "chat"
-    name: str | None = None
-    max_concurrency: int = 8
-    max_retries: int = 4
-    timeout_s: float = 600.0
+    source: str = knob("smollm2-135m", "HF checkpoint folder, GGUF file, or a bundled model name")
+    tokenizer: str | None = knob(None, "null: read the tokenizer from `source`")
+    dtype: DType = knob("float32", "compute dtype: float32 | bfloat16 | float16")
+    param_dtype: DType = knob("float32", "storage dtype of the weights")
+    attention_impl: AttentionImpl = knob("auto", "reference (XLA) | fast (cuDNN) | auto")
+    remat: RematPolicy = knob("none", "none | full | dots (keep matmul outputs) -- training only")
+    endpoint: str | None = knob(
+        None, "an OpenAI-compatible API's base URL: eval asks it instead of loading `source`")
+    api_key_env: str | None = knob(None, "environment variable holding the endpoint's API key; null = no key")
+    api: EndpointApi = knob(
+        "chat", "chat (/chat/completions) | completion (/completions, prompt rendered by `tokenizer`)")
+    name: str | None = knob(
+        None, "model name on the API (eval: requested, null = the endpoint's only one; serve: advertised)")
+    max_concurrency: int = knob(8, "endpoint requests in flight", ge=1)
+    max_retries: int = knob(4, "new attempts after a failed request (timeout, 429, 5xx), with backoff", ge=0)
+    timeout_s: float = knob(600.0, "per endpoint request", gt=0)
 
     def _problems(self) -> list[str]:
         problems = []
@@ -230,17 +288,18 @@ class ModelSection(Section):
             problems.append(f"api_key_env must be null or an environment variable name, got {self.api_key_env!r}")
         if self.name is not None and not self.name.strip():
             problems.append("name must be null or a model name")
-        problems += self._at_least(1, "max_concurrency") + self._at_least(0, "max_retries")
-        return problems + self._above(0, "timeout_s")
+        return problems
 
 
 @dataclasses.dataclass(frozen=True)
 class MeshSection(Section):
     """Device mesh axis sizes (as jaxrl.sharding.MeshConfig); one of them may be -1 = the remaining devices."""
 
-    data: int = 1
-    fsdp: int = -1
-    tensor: int = 1
+    yaml_note: ClassVar[str] = "device mesh; one axis may be -1 = all remaining devices"
+
+    data: int = knob(1)
+    fsdp: int = knob(-1)
+    tensor: int = knob(1)
 
     def _problems(self) -> list[str]:
         sizes = {"data": self.data, "fsdp": self.fsdp, "tensor": self.tensor}
@@ -258,23 +317,18 @@ class SamplingSection(Section):
     max_prompt_tokens: longer prompts are refused; stop: extra stop strings besides the EOS tokens.
     """
 
-    temperature: float = 1.0
-    top_p: float = 1.0
-    top_k: int = 0
-    max_new_tokens: int = 4096
-    max_prompt_tokens: int = 4096
-    num_samples: int = 1
-    batch_size: int = 8
-    stop: tuple[str, ...] = ()
-    seed: int = 0
+    temperature: float = knob(1.0, "0 = greedy", ge=0)
+    top_p: float = knob(1.0, "1 = off", gt=0, le=1)
+    top_k: int = knob(0, "0 = off", ge=0, note=" (0 = off)")
+    max_new_tokens: int = knob(4096, ge=1)
+    max_prompt_tokens: int = knob(4096, "longer prompts are refused", ge=1)
+    num_samples: int = knob(1, "completions per problem (n of pass@k)", ge=1)
+    batch_size: int = knob(8, "sequences decoded together", ge=1)
+    stop: tuple[str, ...] = knob((), "extra stop strings besides the EOS tokens")
+    seed: int = knob(0)
 
     def _problems(self) -> list[str]:
-        problems = self._at_least(0, "temperature") + self._in_range("top_p", 0, 1, open_low=True)
-        problems += self._at_least(0, "top_k", note=" (0 = off)")
-        problems += self._at_least(1, "max_new_tokens", "max_prompt_tokens", "num_samples", "batch_size")
-        if any(not s for s in self.stop):
-            problems.append("stop strings must not be empty")
-        return problems
+        return ["stop strings must not be empty"] if any(not s for s in self.stop) else []
 
 
 @dataclasses.dataclass(frozen=True)
@@ -282,9 +336,11 @@ class SampleSection(Section):
     """The `sample` command's input. prompt: the text (used as is); prompt_file: a file holding it
     (give one of the two); chat: wrap it as one user message in the tokenizer's chat template."""
 
-    prompt: str | None = None
-    prompt_file: str | None = None
-    chat: bool = False
+    yaml_note: ClassVar[str] = "python -m jaxrl.main sample (short forms: prompt=, prompt_file=, chat=)"
+
+    prompt: str | None = knob(None, "the prompt text, used as is")
+    prompt_file: str | None = knob(None, "or a file holding it")
+    chat: bool = knob(False, "wrap it as a user message in the tokenizer's chat template")
 
     def _problems(self) -> list[str]:
         if self.prompt is not None and self.prompt_file is not None:
@@ -309,17 +365,23 @@ class EvalSection(Section):
     per_family tasks of each family, in the source's order (engine or generated tasks; None: all).
     """
 
-    dataset: str = "kernelbench"
-    levels: tuple[int, ...] = (1, 2)
-    ids: tuple[int, ...] | None = None
-    cpu_sized: bool = False
-    split: Split | None = None
-    num_generated: int = 16
-    generated_seed: int = 0
-    fallback: Fallback | None = None
-    per_family: int | None = None
-    k: tuple[int, ...] = (1,)
-    run_dir: str | None = None
+    dataset: str = knob(
+        "kernelbench",
+        'kernelbench (found as jaxrl/data/kernelbench_source.py says: $KERNELBENCH_JSONL,\n../shared, the '
+        'cache or a download) | generated | a path: KernelBench JSONL\nor folder, or a data-engine '
+        'rl_tasks.jsonl')
+    levels: tuple[int, ...] = knob((1, 2), "KernelBench levels")
+    ids: tuple[int, ...] | None = knob(None, "null = every problem of the levels")
+    cpu_sized: bool = knob(False, "shrunk, validated problems for the Triton interpreter (generated: the cpu scale)")
+    split: Split | None = knob(None, "engine tasks: train | val | heldout; null = all")
+    num_generated: int = knob(16, "dataset=generated: how many tasks", ge=1)
+    generated_seed: int = knob(0, "dataset=generated: their seed")
+    fallback: Fallback | None = knob(
+        None, "generated: generated tasks when dataset=kernelbench cannot be found (offline)")
+    per_family: int | None = knob(
+        None, "keep the first N tasks of each family (engine or generated tasks); null: all", ge=1)
+    k: tuple[int, ...] = knob((1,), "k of the @k rates; each <= sampling.num_samples")
+    run_dir: str | None = knob(None, "null = <run.output_root>/<run.name>")
 
     def _problems(self) -> list[str]:
         problems = _selection_problems(self.levels, self.ids) + _source_problems(self)
@@ -338,13 +400,13 @@ class SandboxSection(Section):
     in flight from this client; policy: strict (all math in Triton) or relaxed (torch glue allowed).
     """
 
-    targets: tuple[str, ...] = ()
-    backend: Backend = "auto"
-    workers: int = 2
-    trials: int = 5
-    timeout_s: float = 180.0
-    max_concurrency: int = 8
-    policy: Policy = "strict"
+    targets: tuple[str, ...] = knob((), "host:port of sandbox servers; [] = an embedded local server")
+    backend: Backend = knob("auto", "auto | cuda | interpreter")
+    workers: int = knob(2, "worker processes of the embedded server", ge=1)
+    trials: int = knob(5, "correctness trials per candidate", ge=1, le=100)
+    timeout_s: float = knob(180.0, "per evaluation", gt=0, le=3600)
+    max_concurrency: int = knob(8, "requests in flight from this client", ge=1)
+    policy: Policy = knob("strict", "strict: all math in Triton | relaxed: torch glue allowed")
 
     def _problems(self) -> list[str]:
         problems = []
@@ -352,8 +414,6 @@ class SandboxSection(Section):
             match = _HOST_PORT.match(target)
             if not match or not 1 <= int(match["port"]) <= 65535:
                 problems.append(f"targets must be host:port, got {target!r}")
-        problems += self._at_least(1, "workers", "max_concurrency")
-        problems += self._in_range("trials", 1, 100) + self._in_range("timeout_s", 0, 3600, open_low=True)
         return problems
 
 
@@ -366,13 +426,15 @@ class ServeSection(Section):
     `sampling.max_new_tokens`; `sampling.batch_size` rows are decoded together.
     """
 
-    host: str = "127.0.0.1"
-    port: int = 8000
-    batch_window_ms: float = 10.0
+    yaml_note: ClassVar[str] = "python -m jaxrl.main serve: an OpenAI-compatible server for model.source"
+
+    host: str = knob("127.0.0.1")
+    port: int = knob(8000, "0 = any free port", ge=0, le=65535)
+    batch_window_ms: float = knob(
+        10.0, "the first waiting request waits this long for others to share its batch", ge=0, le=10000)
 
     def _problems(self) -> list[str]:
-        problems = [] if self.host.strip() else ["host must not be empty"]
-        return problems + self._in_range("port", 0, 65535) + self._in_range("batch_window_ms", 0, 10000)
+        return [] if self.host.strip() else ["host must not be empty"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -385,8 +447,11 @@ class ScoreSection(Section):
     any problem has).
     """
 
-    completions: str | None = None
-    k: tuple[int, ...] | None = None
+    yaml_note: ClassVar[str] = ("python -m jaxrl.main score: completions produced elsewhere "
+                                "(short form: completions=)")
+
+    completions: str | None = knob(None, "a JSONL of {problem, completion} rows or a KernelBench runs/<name> folder")
+    k: tuple[int, ...] | None = knob(None, "k of the @k rates; null = 1 and the fewest samples of any problem")
 
     def _problems(self) -> list[str]:
         problems = []
@@ -401,8 +466,8 @@ class ScoreSection(Section):
 class RunSection(Section):
     """Where outputs go: <output_root>/<name>; name None lets the command pick a timestamped one."""
 
-    output_root: str = "runs"
-    name: str | None = None
+    output_root: str = knob("runs")
+    name: str | None = knob(None, "null = a timestamped name")
 
     def _problems(self) -> list[str]:
         problems = []
@@ -429,20 +494,23 @@ class SFTSection(Section):
     divide max_seq_len). eval_every / log_every: in steps (eval 0 = at the end only). seed: data order.
     """
 
-    data: str | None = None
-    format: Literal["chat", "kernelbook"] = "chat"
-    eval_data: str | None = None
-    eval_fraction: float = 0.0
-    eval_every: int = 0
-    epochs: int = 1
-    max_steps: int = 0
-    batch_size: int = 16
-    micro_batch_rows: int = 1
-    max_seq_len: int = 4096
-    overlong: Literal["drop", "truncate"] = "drop"
-    logits_chunk: int = 0
-    log_every: int = 1
-    seed: int = 0
+    yaml_note: ClassVar[str] = "supervised fine-tuning: python -m jaxrl.main sft"
+
+    data: str | None = knob(None, "training JSONL (required)")
+    format: Literal["chat", "kernelbook"] = knob(
+        "chat", "chat (messages | prompt/completion) | kernelbook (python_code, triton_code, reasoning)")
+    eval_data: str | None = knob(None, "held-out JSONL, same format")
+    eval_fraction: float = knob(0.0, "without eval_data: share of data held out (0 = no eval loss)", ge=0, lt=1)
+    eval_every: int = knob(0, "steps; 0 = at the end only", ge=0)
+    epochs: int = knob(1, ge=1)
+    max_steps: int = knob(0, "cap on optimizer steps; 0 = no cap", ge=0)
+    batch_size: int = knob(16, "examples per optimizer step", ge=1)
+    micro_batch_rows: int = knob(1, "packed rows per forward/backward (whole mesh); gradients accumulate", ge=1)
+    max_seq_len: int = knob(4096, "tokens per packed row", ge=1)
+    overlong: Literal["drop", "truncate"] = knob("drop", "longer examples: drop | truncate (the completion)")
+    logits_chunk: int = knob(0, "positions per logits/loss chunk; 0 = all at once", ge=0)
+    log_every: int = knob(1, "steps between metrics lines", ge=1)
+    seed: int = knob(0, "data order")
 
     def _problems(self) -> list[str]:
         problems = []
@@ -450,11 +518,8 @@ class SFTSection(Section):
             value = getattr(self, name)
             if value is not None and not value.strip():
                 problems.append(f"{name} must be null or a path")
-        problems += self._in_range("eval_fraction", 0, 1, open_high=True)
         if self.eval_data is not None and self.eval_fraction > 0:
             problems.append("give eval_data or eval_fraction, not both")
-        problems += self._at_least(1, "epochs", "batch_size", "micro_batch_rows", "max_seq_len", "log_every")
-        problems += self._at_least(0, "eval_every", "max_steps", "logits_chunk")
         if self.logits_chunk > 0 and self.max_seq_len % self.logits_chunk:
             problems.append(f"logits_chunk ({self.logits_chunk}) must divide max_seq_len ({self.max_seq_len})")
         return problems
@@ -468,22 +533,17 @@ class OptimSection(Section):
     are kept in float32 whatever the parameter dtype.
     """
 
-    learning_rate: float = 1e-5
-    warmup_ratio: float = 0.0
-    decay: Literal["cosine", "linear", "constant"] = "cosine"
-    min_lr_ratio: float = 0.0
-    weight_decay: float = 0.0
-    b1: float = 0.9
-    b2: float = 0.999
-    eps: float = 1e-8
-    max_grad_norm: float = 1.0
+    yaml_note: ClassVar[str] = "AdamW, warmup then decay, global-norm clipping"
 
-    def _problems(self) -> list[str]:
-        problems = self._above(0, "learning_rate")
-        problems += self._in_range("warmup_ratio", 0, 1, open_high=True) + self._in_range("min_lr_ratio", 0, 1)
-        problems += self._at_least(0, "weight_decay", "max_grad_norm")
-        problems += self._in_range("b1", 0, 1, open_high=True) + self._in_range("b2", 0, 1, open_high=True)
-        return problems + self._above(0, "eps")
+    learning_rate: float = knob(1e-5, "peak", gt=0)
+    warmup_ratio: float = knob(0.0, "share of the steps warming up from 0", ge=0, lt=1)
+    decay: Literal["cosine", "linear", "constant"] = knob("cosine", "cosine | linear | constant")
+    min_lr_ratio: float = knob(0.0, "final lr / peak", ge=0, le=1)
+    weight_decay: float = knob(0.0, "on matrices only", ge=0)
+    b1: float = knob(0.9, ge=0, lt=1)
+    b2: float = knob(0.999, ge=0, lt=1)
+    eps: float = knob(1e-8, gt=0)
+    max_grad_norm: float = knob(1.0, "0 = no clipping", ge=0)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -496,18 +556,15 @@ class CheckpointSection(Section):
     export_dtype: its weight dtype (null = the parameter dtype).
     """
 
-    every: int = 500
-    max_to_keep: int | None = 2
-    async_save: bool = True
-    resume: bool = True
-    export_hf: bool = True
-    export_dtype: DType | None = None
+    yaml_note: ClassVar[str] = "orbax checkpoints in <run dir>/checkpoints"
 
-    def _problems(self) -> list[str]:
-        problems = self._at_least(0, "every")
-        if self.max_to_keep is not None and self.max_to_keep < 1:
-            problems.append(f"max_to_keep must be null or >= 1, got {self.max_to_keep}")
-        return problems
+    every: int = knob(500, "steps; 0 = only at the end", ge=0)
+    max_to_keep: int | None = knob(2, "null = keep all", ge=1)
+    async_save: bool = knob(True, "write in the background")
+    resume: bool = knob(True, "continue from the newest checkpoint of the run folder")
+    export_hf: bool = knob(True, "Hugging Face folder <run dir>/hf at the end")
+    export_dtype: DType | None = knob(None, "null = the parameter dtype")
+
 
 
 @dataclasses.dataclass(frozen=True)
@@ -542,59 +599,66 @@ class GRPOSection(Section):
     Logs: log_completions adds each completion's text to its record in the run's rollouts.jsonl.
     """
 
-    dataset: str = "generated"
-    levels: tuple[int, ...] = (1, 2)
-    ids: tuple[int, ...] | None = None
-    cpu_sized: bool = False
-    split: Split | None = "train"
-    num_generated: int = 256
-    generated_seed: int = 0
-    fallback: Fallback | None = None
-    per_family: int | None = None
-    group_size: int = 8
-    tasks_per_step: int = 32
-    tasks_per_call: int = 4
-    max_steps: int = 100
-    num_iterations: int = 1
-    micro_batch_rows: int = 8
-    row_multiple: int = 256
-    logits_chunk: int = 0
-    reuse_sampler_logprobs: bool = False
-    advantage_estimator: Literal["grpo", "drgrpo", "rloo"] = "grpo"
-    scale_rewards: Literal["group", "batch", "none"] | None = None
-    reward_mode: Literal["hrd", "uniform"] = "hrd"
-    alpha: float = 0.1
-    uniform_beta: float = 0.3
-    speedup_cap: float = 2.0
-    timed: bool | None = None
-    epsilon_low: float = 0.2
-    epsilon_high: float = 0.2
-    beta: float = 0.0
-    kl_estimator: Literal["k1", "k2", "k3"] = "k3"
-    loss_agg_mode: Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm"] = "token-mean"
-    dynamic_sampling: bool = False
-    max_sampling_rounds: int = 3
-    speedup_min_ref_us: float = 0.0
-    speedup_noise_floor: float = 0.0
-    log_every: int = 1
-    log_completions: bool = False
-    seed: int = 0
+    yaml_note: ClassVar[str] = "GRPO with Hierarchical Reward Decomposition: python -m jaxrl.main grpo"
+
+    dataset: str = knob(
+        "generated",
+        'generated (in memory, by the data engine) | a data-engine rl_tasks.jsonl |\nkernelbench or a '
+        'KernelBench path (the evaluation benchmark: warned about)')
+    levels: tuple[int, ...] = knob((1, 2), "KernelBench levels")
+    ids: tuple[int, ...] | None = knob(None, "null = every problem of the levels")
+    cpu_sized: bool = knob(False, "shrunk problems for the Triton interpreter (generated: the cpu scale)")
+    split: Split | None = knob("train", "engine tasks: train | val | heldout; null = all")
+    num_generated: int = knob(256, "dataset=generated: how many tasks", ge=1)
+    generated_seed: int = knob(0, "dataset=generated: their seed")
+    fallback: Fallback | None = knob(
+        None, "generated: generated tasks when dataset=kernelbench cannot be found (offline)")
+    per_family: int | None = knob(
+        None, "keep the first N tasks of each family (engine or generated tasks); null: all", ge=1)
+    group_size: int = knob(
+        8, "completions per task (G); replaces sampling.num_samples", ge=2, note=" (a group needs a baseline)")
+    tasks_per_step: int = knob(32, "tasks per rollout step", ge=1)
+    tasks_per_call: int = knob(
+        4, "tasks per generate call (the sandbox scores one call while the next is generated)", ge=1)
+    max_steps: int = knob(100, "rollout steps", ge=1)
+    num_iterations: int = knob(1, "optimizer updates per rollout", ge=1)
+    micro_batch_rows: int = knob(8, "sequences per forward/backward (whole mesh); gradients accumulate", ge=1)
+    row_multiple: int = knob(256, "rows padded to a multiple of this many tokens", ge=1)
+    logits_chunk: int = knob(0, "positions per logits chunk; 0 = all at once; must divide row_multiple")
+    reuse_sampler_logprobs: bool = knob(
+        False, "old logprobs from the sampler (temperature 1 only) instead of a recompute")
+    advantage_estimator: Literal["grpo", "drgrpo", "rloo"] = knob("grpo", "grpo | drgrpo | rloo")
+    scale_rewards: Literal["group", "batch", "none"] | None = knob(
+        None, "group | batch | none; null = the estimator's default")
+    reward_mode: Literal["hrd", "uniform"] = knob("hrd", "hrd (plan <- R_speedup, code <- R_correct) | uniform")
+    alpha: float = knob(0.1, "HRD weight of the plan term", ge=0, finite=True)
+    uniform_beta: float = knob(0.3, "uniform mode: beta R_correct + (1 - beta) R_speedup", ge=0, le=1)
+    speedup_cap: float = knob(2.0, "R_speedup = min(speedup, cap)", gt=0)
+    timed: bool | None = knob(
+        None, "sandbox times kernels? null = unless CPU interpreter; false = speedup counts as 1")
+    epsilon_low: float = knob(0.2, "PPO clip below 1", ge=0, lt=1)
+    epsilon_high: float = knob(0.2, "PPO clip above 1", ge=0, finite=True)
+    beta: float = knob(0.0, "KL weight to the initial policy; 0 = off", ge=0, finite=True)
+    kl_estimator: Literal["k1", "k2", "k3"] = knob("k3", "k1 | k2 | k3")
+    loss_agg_mode: Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm"] = knob(
+        "token-mean", "token-mean | seq-mean-token-mean | seq-mean-token-sum-norm")
+    dynamic_sampling: bool = knob(False, "drop groups with all-zero advantages and sample more tasks (DAPO)")
+    max_sampling_rounds: int = knob(3, "dynamic sampling: rollouts per step at most", ge=1)
+    speedup_min_ref_us: float = knob(
+        0.0, "speedups count only when the reference took at least this long (else 1)", ge=0)
+    speedup_noise_floor: float = knob(0.0, "... and |speedup - 1| exceeds this (else 1)", ge=0, lt=1)
+    log_every: int = knob(1, ge=1)
+    log_completions: bool = knob(False, "add each completion's text to rollouts.jsonl (large)")
+    seed: int = knob(0, "task order and sampling seeds")
 
     def _problems(self) -> list[str]:
         problems = _selection_problems(self.levels, self.ids) + _source_problems(self)
-        problems += self._at_least(2, "group_size", note=" (a group needs a baseline)")
-        problems += self._at_least(1, "tasks_per_step", "tasks_per_call", "max_steps", "num_iterations",
-                                   "micro_batch_rows", "row_multiple", "log_every", "max_sampling_rounds")
-        problems += self._at_least(0, "speedup_min_ref_us") + self._in_range("speedup_noise_floor", 0, 1,
-                                                                             open_high=True)
         if self.logits_chunk < 0 or (self.logits_chunk and self.row_multiple % self.logits_chunk):
             problems.append(f"logits_chunk must be 0 or divide row_multiple ({self.row_multiple}), "
                             f"got {self.logits_chunk}")
         if self.advantage_estimator == "drgrpo" and self.scale_rewards not in (None, "none"):
             problems.append("advantage_estimator drgrpo never scales rewards: scale_rewards must be null or none")
-        problems += self._at_least(0, "alpha") + self._in_range("uniform_beta", 0, 1) + self._above(0, "speedup_cap")
-        problems += self._in_range("epsilon_low", 0, 1, open_high=True)
-        return problems + self._at_least(0, "epsilon_high", "beta")
+        return problems
 
 
 @dataclasses.dataclass(frozen=True)
@@ -617,28 +681,31 @@ class DataSection(Section):
     section says where references and pairs run, with max_concurrency requests in flight.
     """
 
-    seed: int = 0
-    scale: Literal["full", "cpu"] = "full"
-    sft_pairs: int = 10000
-    rl_tasks: int = 2000
-    max_tasks: int = 0
-    families: tuple[str, ...] | None = None
-    heldout_families: tuple[str, ...] | None = None
-    val_families: tuple[str, ...] | None = None
-    chunk_size: int = 256
-    inductor: bool = False
-    tokenizer: str = "smollm2-135m"
-    max_tokens: int = 16384
-    max_completion_tokens: int = 0
-    validate_seeds: int = 3
-    min_ref_time_us: float = 0.0
-    kernelbench: str | None = None
-    infra_retries: int = 3
+    yaml_note: ClassVar[str] = "the data engine's build: python -m jaxrl.main data (docs/data.md)"
+
+    seed: int = knob(0)
+    scale: Literal["full", "cpu"] = knob("full", "full | cpu (sizes for the Triton interpreter)")
+    sft_pairs: int = knob(10000, "target: verified SFT pairs (train split only)", ge=0)
+    rl_tasks: int = knob(2000, "target: validated RL tasks (every split)", ge=0)
+    max_tasks: int = knob(0, "generation budget; 0 = 4 x the larger target", ge=0)
+    families: tuple[str, ...] | None = knob(None, "null = every family of the engine")
+    heldout_families: tuple[str, ...] | None = knob(None, "null = the engine's default split")
+    val_families: tuple[str, ...] | None = knob(None, "null = the engine's default split")
+    chunk_size: int = knob(256, "tasks per shard (the unit of resume)", ge=1)
+    inductor: bool = knob(
+        False, "TorchInductor modules (sandbox Inductor call) where a template is missing or failed")
+    tokenizer: str = knob("smollm2-135m", "counts tokens: a bundled model's name or a tokenizer folder")
+    max_tokens: int = knob(16384, "pairs longer than this (prompt + completion) are left out", ge=1)
+    max_completion_tokens: int = knob(
+        0, "pairs whose answer is longer than this (the generation budget) are left out; 0 = no limit", ge=0)
+    validate_seeds: int = knob(
+        3, "2-20 seeds each reference runs with (deterministic, varies, not degenerate)", ge=2, le=20)
+    min_ref_time_us: float = knob(0.0, "GPU: drop references faster than this; 0 = keep all", ge=0)
+    kernelbench: str | None = knob(None, "decontaminate against this; null = the shared KernelBench")
+    infra_retries: int = knob(3, "new attempts after a sandbox infra_error before the build stops", ge=0)
 
     def _problems(self) -> list[str]:
-        problems = self._at_least(0, "sft_pairs", "rl_tasks", "max_tasks", "min_ref_time_us", "infra_retries")
-        problems += self._at_least(0, "max_completion_tokens")
-        problems += self._at_least(1, "chunk_size", "max_tokens") + self._in_range("validate_seeds", 2, 20)
+        problems = []
         if self.sft_pairs == 0 and self.rl_tasks == 0:
             problems.append("sft_pairs and rl_tasks are both 0: nothing to build")
         for name in ("families", "heldout_families", "val_families"):

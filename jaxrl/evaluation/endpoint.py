@@ -3,7 +3,8 @@
     python -m jaxrl.main eval model.endpoint=http://127.0.0.1:8000/v1 [model.api_key_env=OPENAI_API_KEY]
 
 `EndpointGenerator` is the evaluation runner's `ChatGenerator` for a model behind HTTP, so an endpoint
-is scored with the same prompts, sandbox, metrics, pass@k and run folder as the JAX sampler:
+is scored with the same prompts, sandbox, metrics, pass@k and run folder as the JAX sampler (the `eval`
+command's endpoint branch, jaxrl/cli/eval.py, drives it; the completion API's tokenizer comes from jaxrl.policy):
 
 - api `chat`: POST {endpoint}/chat/completions with the prompt's messages (the server applies its own
   chat template); api `completion`: POST {endpoint}/completions with the messages rendered through the
@@ -25,16 +26,12 @@ import random
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any
 
 import httpx
 
-from jaxrl.config import Config, ConfigError, ModelSection
+from jaxrl.config import ConfigError, ModelSection
 from jaxrl.data.prompts import Message, render_prompt
-from jaxrl.data.task_source import TaskSelection, load_tasks
-from jaxrl.evaluation.runner import EvalRun, run_eval
-from jaxrl.generators import BUNDLED, resolve_source
 from jaxrl.sampling.api import Completion, SamplingParams
 
 RETRY_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
@@ -167,28 +164,3 @@ class EndpointGenerator:
     def __exit__(self, *exc_info) -> None:
         self.close()
 
-
-def run_endpoint_eval(config: Config, progress: bool = True) -> EvalRun:
-    """`eval` with `model.endpoint` set: the runner's pipeline with completions from the endpoint.
-
-    Each round sends `sampling.batch_size` rows (prompts x samples), raised to `model.max_concurrency`
-    so every connection has work; the resolved model name and batch size are in the run's config.yaml.
-    """
-    from jaxrl.checkpoint import load_tokenizer  # transformers: only for the completion API
-
-    try:
-        problems = load_tasks(TaskSelection.from_section(config.eval))
-    except (ValueError, FileNotFoundError) as exc:
-        raise ConfigError(str(exc)) from exc
-    tokenizer = None
-    if config.model.api == "completion" and config.model.tokenizer is not None:
-        name = config.model.tokenizer
-        try:
-            tokenizer = load_tokenizer(resolve_source(name)[1] if name in BUNDLED else Path(name).expanduser())
-        except (OSError, ValueError) as exc:
-            raise ConfigError(f"model.tokenizer {name!r}: {exc}") from exc
-    with EndpointGenerator(config.model, tokenizer=tokenizer) as generator:
-        rows = max(config.sampling.batch_size, config.model.max_concurrency)
-        config = dataclasses.replace(config, model=dataclasses.replace(config.model, name=generator.model_name),
-                                     sampling=dataclasses.replace(config.sampling, batch_size=rows))
-        return run_eval(config, generator, progress=progress, problems=problems)

@@ -24,7 +24,8 @@ Input: one `SampleRecord` per (problem, sample): the problem key, its level (Ker
   fast_p and the mean speedup are None rather than 0. A correct sample without a speedup in a
   timed run counts as not fast.
 * `infra_error` samples (the sandbox failed, not the candidate) count as failures everywhere, so
-  infrastructure trouble can only lower the numbers; their count is reported beside them.
+  infrastructure trouble can only lower the numbers; their count is reported beside them. So do
+  `reference_error` samples (the task's reference is broken), whose count gets a column when there are any.
 """
 
 from __future__ import annotations
@@ -138,6 +139,7 @@ class GroupMetrics:
     problems: int
     samples: int
     infra_errors: int
+    reference_errors: int
     # k -> property -> rate in [0, 1], or None when undefined (see the module docstring).
     rates: dict[int, dict[str, float | None]]
     mean_speedup: float | None
@@ -226,6 +228,7 @@ def _group(name: str, by_problem: dict[str, list[SampleRecord]], ks: tuple[int, 
         problems=len(by_problem),
         samples=len(samples),
         infra_errors=sum(s.status == Status.INFRA_ERROR.value for s in samples),
+        reference_errors=sum(s.status == Status.REFERENCE_ERROR.value for s in samples),
         rates=rates,
         mean_speedup=math.exp(sum(math.log(x) for x in timed) / len(timed)) if timed else None,
         timed_samples=len(timed),
@@ -238,6 +241,9 @@ def format_table(metrics: Metrics, markdown: bool = False) -> str:
     for k in metrics.ks[1:]:
         header += [f"correct@{k}", f"fast_1@{k}", f"fast_2@{k}"]
     header.append("infra_err")
+    broken_references = any(g.reference_errors for g in metrics.groups)
+    if broken_references:
+        header.append("ref_err")
     rows = []
     for g in metrics.groups:
         row = [g.name, str(g.problems), str(g.samples)]
@@ -246,6 +252,8 @@ def format_table(metrics: Metrics, markdown: bool = False) -> str:
         for k in metrics.ks[1:]:
             row += [_percent(g.rate(p, k)) for p in ("correct", "fast_1", "fast_2")]
         row.append(str(g.infra_errors))
+        if broken_references:
+            row.append(str(g.reference_errors))
         rows.append(row)
     if markdown:
         rule = "|" + "|".join("---" if i == 0 else "---:" for i in range(len(header))) + "|"

@@ -96,6 +96,9 @@ def _config_summary(config: Config, problems: Sequence[TaskSpec], samples: int, 
         f"- samples: {samples}; generated {timing.get('generated_tokens', 0)} tokens in"
         f" {timing.get('generation_s', 0):.1f} s{speed}; total {timing.get('total_s', 0):.1f} s",
     ]
+    origins = list(dict.fromkeys(p.origin for p in problems if p.origin))
+    if origins:  # generated tasks may stand in for a KernelBench that was not found
+        lines.insert(2, f"- tasks evaluated: {'; '.join(origins)}")
     return "## Run\n\n" + "\n".join(lines)
 
 

@@ -29,9 +29,10 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Protocol
 
+import grpc
 from tqdm import tqdm
 
-from jaxrl.config import Config, SandboxSection, dump_config
+from jaxrl.config import Config, ConfigError, SandboxSection, dump_config
 from jaxrl.data import build_messages
 from jaxrl.data.task_source import TaskSelection, TaskSpec, load_tasks
 from jaxrl.evaluation.metrics import Metrics, compute_metrics
@@ -42,6 +43,9 @@ from jaxrl.sampling.sampler import params_from_section
 from sandbox_service.client import SandboxClient
 from sandbox_service.options import CandidateFormat, EvalOptions
 from sandbox_service.results import EvalResult, Status, Violation
+
+
+REACH_TIMEOUT_S = 5.0
 
 
 class ChatGenerator(TextGenerator, Protocol):
@@ -88,13 +92,29 @@ def eval_options(section: SandboxSection) -> EvalOptions:
 def open_client(section: SandboxSection) -> SandboxClient:
     """The configured sandbox servers, or an embedded local server when `targets` is empty.
 
+    A target that does not answer within REACH_TIMEOUT_S, or a cuda backend without a GPU, is a ConfigError.
     The client's own deadline is a safety net for a server that stops answering: it covers a
     request waiting behind `max_concurrency` others of `timeout_s` each on a one-worker server.
     """
     deadline = max(900.0, section.timeout_s * (section.max_concurrency + 1))
     kwargs = {"timeout_s": deadline, "max_concurrency": section.max_concurrency}
     if section.targets:
-        return SandboxClient(section.targets, **kwargs)
+        client = SandboxClient(section.targets, **kwargs)
+        try:
+            client.server_info(timeout_s=REACH_TIMEOUT_S)
+        except grpc.RpcError as exc:
+            client.close()
+            raise ConfigError(
+                f"sandbox.targets: cannot reach {', '.join(section.targets)} within {REACH_TIMEOUT_S:.0f} s "
+                f"({exc.code().name}); start a server with `python -m sandbox_service serve --port PORT` or fix "
+                "sandbox.targets ([] starts a local one)") from None
+        return client
+    if section.backend == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise ConfigError("sandbox.backend=cuda, but torch sees no CUDA GPU here; use sandbox.backend=auto or "
+                              "interpreter, or point sandbox.targets at a GPU server")
     return SandboxClient.embedded(backend=section.backend, workers=section.workers, **kwargs)
 
 

@@ -33,6 +33,7 @@ import jax
 import numpy as np
 from jax.sharding import Mesh
 
+from jaxrl.config.schema import SamplingSection, check_bounds, default_of
 from jaxrl.models.transformer import Transformer
 from jaxrl.sampling import buckets, stops
 from jaxrl.sampling.api import Completion, SamplingParams
@@ -48,8 +49,8 @@ class SamplerConfig:
     BOS etc. to each prompt (off: prompts are rendered text that already holds what the template wants);
     attention_impl: override the model's attention path while sampling (None: the model's)."""
 
-    max_batch_size: int = 8
-    max_prompt_tokens: int = 4096
+    max_batch_size: int = default_of(SamplingSection, "batch_size")
+    max_prompt_tokens: int = default_of(SamplingSection, "max_prompt_tokens")
     min_length_bucket: int = 16
     length_bucket_step: int = 512
     stop_check_interval: int = 64
@@ -57,8 +58,8 @@ class SamplerConfig:
     attention_impl: str | None = None
 
     def __post_init__(self):
-        for name in ("max_batch_size", "max_prompt_tokens", "min_length_bucket", "length_bucket_step",
-                     "stop_check_interval"):
+        check_bounds(self, SamplingSection, {"max_batch_size": "batch_size", "max_prompt_tokens": "max_prompt_tokens"})
+        for name in ("min_length_bucket", "length_bucket_step", "stop_check_interval"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.attention_impl not in (None, "reference", "fast", "auto"):

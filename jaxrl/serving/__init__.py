@@ -2,5 +2,5 @@
 
 batcher.py  concurrent requests -> batched generate calls on the thread that owns the sampler
 app.py      the FastAPI routes (/v1/models, /v1/chat/completions, /v1/completions), OpenAI's shapes
-server.py   loading the configured model, the uvicorn server, `run_serve`
+server.py   loading the configured model (jaxrl.policy), the uvicorn server; the command is jaxrl/cli/serve.py
 """

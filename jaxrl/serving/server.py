@@ -1,10 +1,8 @@
-"""`python -m jaxrl.main serve`: load `model.source` once and serve it over HTTP until interrupted.
+"""The server behind `python -m jaxrl.main serve` (the command is jaxrl/cli/serve.py): `model.source` loaded
+once (jaxrl.policy, behind the templated sampler of jaxrl.generators) and served over HTTP.
 
-    python -m jaxrl.main serve                                   # the bundled smollm2-135m on 127.0.0.1:8000
-    python -m jaxrl.main serve model.source=runs/grpo-x/hf serve.port=8001 sampling.batch_size=32
-
-Any source the project loads works (a bundled model, a GGUF file, a Hugging Face folder such as a trained
-run's `hf/`, see jaxrl.generators). `sampling.batch_size` rows decode together, `sampling.max_prompt_tokens`
+Any source jaxrl.policy loads works (a bundled model, a GGUF file, a Hugging Face folder such as a trained
+run's `hf/`). `sampling.batch_size` rows decode together, `sampling.max_prompt_tokens`
 bounds a prompt, requests without max_tokens get `sampling.max_new_tokens`, and `serve.batch_window_ms`
 is how long a request waits for batch-mates. The model is advertised as `model.name`, else the source's name.
 """
@@ -13,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import socket
-import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -22,7 +19,8 @@ import uvicorn
 
 from jaxrl.config import Config, ConfigError, ModelSection
 from jaxrl.data.prompts import Message
-from jaxrl.generators import BUNDLED, TemplatedGenerator, load_generator, mesh_from_section, resolve_source
+from jaxrl.generators import TemplatedGenerator, load_generator
+from jaxrl.policy import BUNDLED, mesh_from_section
 from jaxrl.serving.app import create_app
 from jaxrl.serving.batcher import Batcher
 
@@ -90,21 +88,3 @@ def build(config: Config) -> tuple[SamplerModel, Batcher, Any]:
                       seed=config.sampling.seed)
     return model, batcher, create_app(model, batcher, default_max_tokens=config.sampling.max_new_tokens)
 
-
-def run_serve(config: Config) -> int:
-    """Serves until Ctrl-C or SIGTERM; 0 on a clean stop."""
-    try:
-        resolve_source(config.model.source)
-    except (ValueError, FileNotFoundError) as exc:
-        raise ConfigError(str(exc)) from exc
-    sock = bind(config.serve.host, config.serve.port)  # fail on a taken port before loading any weights
-    print(f"loading {config.model.source} ...", file=sys.stderr, flush=True)
-    model, batcher, app = build(config)
-    host, port = config.serve.host, sock.getsockname()[1]
-    print(f"serving {model.name} on http://{host}:{port}/v1 (Ctrl-C stops)", file=sys.stderr, flush=True)
-    try:
-        uvicorn.Server(uvicorn.Config(app, log_level="info")).run(sockets=[sock])
-    finally:
-        batcher.close()
-        sock.close()
-    return 0

@@ -26,6 +26,8 @@ from collections.abc import Callable
 import jax
 import jax.numpy as jnp
 
+from jaxrl.config.schema import GRPOSection, default_of
+
 SCALE_REWARDS = ("group", "batch", "none")
 
 # (rewards, mask, scale_rewards, epsilon) -> advantages; scale_rewards is already resolved (never None).
@@ -64,8 +66,8 @@ def get_advantage_estimator(name: str) -> AdvantageFn:
 class AdvantageConfig:
     """estimator: a registry name; scale_rewards: group/batch/none or None for the estimator's default."""
 
-    estimator: str = "grpo"
-    scale_rewards: str | None = None
+    estimator: str = default_of(GRPOSection, "advantage_estimator")
+    scale_rewards: str | None = default_of(GRPOSection, "scale_rewards")
     epsilon: float = 1e-6
 
     def __post_init__(self) -> None:

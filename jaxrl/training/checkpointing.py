@@ -20,6 +20,8 @@ from typing import Any
 
 import orbax.checkpoint as ocp
 
+from jaxrl.config.schema import CheckpointSection, knob_problem
+
 STATE = "state"
 META = "meta"
 
@@ -28,8 +30,9 @@ class Checkpointer:
     """Numbered checkpoints in `directory`, keeping the newest `max_to_keep` (None: all)."""
 
     def __init__(self, directory: str | Path, *, max_to_keep: int | None = None, async_save: bool = False):
-        if max_to_keep is not None and max_to_keep < 1:
-            raise ValueError(f"max_to_keep must be None or >= 1, got {max_to_keep}")
+        problem = knob_problem(CheckpointSection, "max_to_keep", max_to_keep)
+        if problem:
+            raise ValueError(problem)
         self.directory = Path(directory).absolute()
         options = ocp.CheckpointManagerOptions(
             max_to_keep=max_to_keep, create=True, enable_async_checkpointing=async_save

@@ -53,6 +53,7 @@ from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 from tqdm import tqdm
 
+from jaxrl.config.schema import CheckpointSection, GRPOSection, check_bounds
 from jaxrl.sampling.api import Completion, SamplingParams
 from jaxrl.training.advantages import AdvantageConfig
 from jaxrl.training.checkpointing import Checkpointer
@@ -340,7 +341,8 @@ class LogprobFn:
 
 @dataclasses.dataclass(frozen=True)
 class GRPOSettings:
-    """The loop's knobs (the `grpo` config section carries the same names)."""
+    """The loop's knobs (the `grpo` config section carries the same names; total_steps is its max_steps and
+    checkpoint_every the checkpoint section's every), bounded as the schema declares them."""
 
     tasks_per_step: int
     micro_batch_rows: int
@@ -357,12 +359,12 @@ class GRPOSettings:
     max_sampling_rounds: int = 3
 
     def __post_init__(self) -> None:
-        for name in ("tasks_per_step", "micro_batch_rows", "total_steps", "num_iterations", "tasks_per_call",
-                     "row_multiple", "log_every", "max_sampling_rounds"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if self.logits_chunk < 0 or self.checkpoint_every < 0:
-            raise ValueError("logits_chunk and checkpoint_every must be >= 0")
+        names = ("tasks_per_step", "micro_batch_rows", "num_iterations", "tasks_per_call", "row_multiple", "log_every",
+                 "max_sampling_rounds")
+        check_bounds(self, GRPOSection, {**{n: n for n in names}, "total_steps": "max_steps"})
+        check_bounds(self, CheckpointSection, {"checkpoint_every": "every"})
+        if self.logits_chunk < 0:
+            raise ValueError(f"logits_chunk must be >= 0, got {self.logits_chunk}")
         if self.logits_chunk and self.row_multiple % self.logits_chunk:
             raise ValueError(f"logits_chunk ({self.logits_chunk}) must divide row_multiple ({self.row_multiple})")
 

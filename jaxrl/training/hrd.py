@@ -40,6 +40,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxrl.config.schema import GRPOSection, check_bounds, default_of
 from jaxrl.training.advantages import AdvantageConfig, compute_advantages
 from sandbox_service.verifier.extraction import extract_completion
 
@@ -95,16 +96,13 @@ class RewardModeConfig:
     uniform setting); it is not the KL coefficient `beta` of the loss.
     """
 
-    reward_mode: str = "hrd"
-    alpha: float = 0.1
-    uniform_beta: float = 0.3
+    reward_mode: str = default_of(GRPOSection, "reward_mode")
+    alpha: float = default_of(GRPOSection, "alpha")
+    uniform_beta: float = default_of(GRPOSection, "uniform_beta")
 
     def __post_init__(self) -> None:
         get_reward_mode(self.reward_mode)
-        if not (np.isfinite(self.alpha) and self.alpha >= 0):
-            raise ValueError(f"alpha must be a finite number >= 0, got {self.alpha!r}")
-        if not 0.0 <= self.uniform_beta <= 1.0:
-            raise ValueError(f"uniform_beta must lie in [0, 1], got {self.uniform_beta!r}")
+        check_bounds(self, GRPOSection)  # alpha, uniform_beta: declared once, in the schema
 
 
 # (R_correct, R_speedup, usable, mode config, advantage config) -> (plan advantage, code advantage),

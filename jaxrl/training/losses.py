@@ -34,6 +34,8 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
+from jaxrl.config.schema import GRPOSection, check_bounds, default_of
+
 # (logprobs, ref_logprobs) -> per-token estimate of KL(pi_theta || pi_ref).
 KLFn = Callable[[jax.Array, jax.Array], jax.Array]
 KL_ESTIMATORS: dict[str, KLFn] = {}
@@ -83,20 +85,15 @@ class LossConfig:
     by) `seq-mean-token-sum-norm`.
     """
 
-    epsilon_low: float = 0.2
-    epsilon_high: float = 0.2
-    beta: float = 0.0
-    kl_estimator: str = "k3"
-    loss_agg_mode: str = "token-mean"
+    epsilon_low: float = default_of(GRPOSection, "epsilon_low")
+    epsilon_high: float = default_of(GRPOSection, "epsilon_high")
+    beta: float = default_of(GRPOSection, "beta")
+    kl_estimator: str = default_of(GRPOSection, "kl_estimator")
+    loss_agg_mode: str = default_of(GRPOSection, "loss_agg_mode")
     max_completion_length: int | None = None
 
     def __post_init__(self) -> None:
-        if not 0.0 <= self.epsilon_low < 1.0:
-            raise ValueError(f"epsilon_low must lie in [0, 1), got {self.epsilon_low!r}")
-        if not 0.0 <= self.epsilon_high < float("inf"):
-            raise ValueError(f"epsilon_high must be a finite number >= 0, got {self.epsilon_high!r}")
-        if not 0.0 <= self.beta < float("inf"):
-            raise ValueError(f"beta must be a finite number >= 0, got {self.beta!r}")
+        check_bounds(self, GRPOSection)  # epsilon_low, epsilon_high, beta: declared once, in the schema
         get_kl_estimator(self.kl_estimator)
         get_loss_aggregation(self.loss_agg_mode)
         if self.loss_agg_mode == "seq-mean-token-sum-norm" and not (

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
+import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from jaxrl import main as cli
 from jaxrl.config import load_config
@@ -127,6 +130,15 @@ def test_bad_multi_process_variables_exit_2_before_the_command_runs(monkeypatch,
     assert not calls
 
 
+@pytest.fixture
+def one_problem_jsonl(tmp_path) -> Path:
+    """A KernelBench-format JSONL of one problem (level 1, id 19), so no KernelBench copy is needed."""
+    code = (REPO_ROOT / "tests" / "sandbox_service" / "corpus" / "problems" / "relu.py").read_text()
+    path = tmp_path / "kernelbench.jsonl"
+    path.write_text(json.dumps({"level": 1, "problem_id": 19, "name": "19_ReLU", "code": code}) + "\n")
+    return path
+
+
 @pytest.mark.parametrize(
     "override, message",
     [
@@ -134,15 +146,52 @@ def test_bad_multi_process_variables_exit_2_before_the_command_runs(monkeypatch,
         ("model.source=/no/such/model", "model.source '/no/such/model': no such file or folder"),
     ],
 )
-def test_eval_checks_problems_and_model_source_before_loading_anything(monkeypatch, capsys, override, message):
+def test_eval_checks_problems_and_model_source_before_loading_anything(monkeypatch, capsys, one_problem_jsonl,
+                                                                        override, message):
     import jaxrl.generators
 
     def must_not_load(*args, **kwargs):
         raise AssertionError("the model was loaded despite a bad config")
 
     monkeypatch.setattr(jaxrl.generators, "load_generator", must_not_load)
-    assert cli.main(["eval", override]) == 2
+    assert cli.main(["eval", f"eval.dataset={one_problem_jsonl}", "eval.ids=[19]", "eval.cpu_sized=false", override]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_print_config_prints_the_resolved_config_and_runs_nothing(monkeypatch, capsys):
+    calls = record_command(monkeypatch, "grpo")
+    assert cli.main(["grpo", "--print-config", "grpo.group_size=4", "optim.learning_rate=3e-6"]) == 0
+    assert not calls
+    printed = capsys.readouterr().out
+    assert yaml.safe_load(printed) == load_config(None, ["grpo.group_size=4", "optim.learning_rate=3e-6"]).to_dict()
+
+
+def test_an_unreachable_sandbox_target_exits_2_within_seconds(capsys, one_problem_jsonl):
+    with socket.socket() as sock:  # a port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    started = time.monotonic()
+    code = cli.main(["eval", f"eval.dataset={one_problem_jsonl}", "eval.ids=[19]", "eval.cpu_sized=false",
+                     f"sandbox.targets=[127.0.0.1:{port}]"])
+    assert code == 2 and time.monotonic() - started < 15
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: sandbox.targets: cannot reach 127.0.0.1:{port} within 5 s") and err.count("\n") == 1
+
+
+def test_a_cuda_sandbox_on_a_machine_without_one_exits_2(capsys, one_problem_jsonl):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a CUDA GPU")
+    assert cli.main(["eval", f"eval.dataset={one_problem_jsonl}", "eval.ids=[19]", "eval.cpu_sized=false",
+                     "sandbox.backend=cuda"]) == 2
+    assert capsys.readouterr().err.startswith("error: sandbox.backend=cuda, but torch sees no CUDA GPU here")
+
+
+def test_a_missing_sft_data_file_exits_2_with_one_line(capsys):
+    assert cli.main(["sft", "sft.data=/no/such.jsonl", "model.source=smollm2-135m"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: sft.data=/no/such.jsonl: no such file") and err.count("\n") == 1
 
 
 def test_help_lists_the_commands(capsys):
@@ -153,15 +202,17 @@ def test_help_lists_the_commands(capsys):
     assert "--no-progress" in capsys.readouterr().out
 
 
-def test_a_failing_command_exits_1_and_names_the_error(monkeypatch, capsys):
+def test_a_failing_command_exits_1_with_one_line_and_the_traceback_only_with_debug(monkeypatch, capsys):
     def broken(config, args):
         raise RuntimeError("the sandbox caught fire")
 
     monkeypatch.setitem(cli.COMMANDS, "eval", dataclasses.replace(cli.COMMANDS["eval"], run=broken))
     assert cli.main(["eval"]) == 1
     err = capsys.readouterr().err
-    assert err.strip().endswith("error: eval failed: RuntimeError: the sandbox caught fire")
-    assert "Traceback" in err
+    assert err == "error: eval failed: RuntimeError: the sandbox caught fire (--debug shows the traceback)\n"
+    assert cli.main(["eval", "--debug"]) == 1
+    err = capsys.readouterr().err
+    assert "Traceback" in err and err.strip().endswith("error: eval failed: RuntimeError: the sandbox caught fire")
 
 
 def test_a_missing_command_module_is_reported_as_not_implemented(monkeypatch, capsys):
@@ -179,12 +230,13 @@ def test_a_missing_dependency_inside_a_command_module_is_not_hidden(tmp_path, mo
         cli._import("needs_missing_dep", "x")
 
 
-def test_eval_prints_the_metrics_table_and_the_run_folder(monkeypatch, capsys, tmp_path, kernelbench_path):
-    """The eval command end to end with a scripted generator instead of the model (the sandbox is real)."""
+def test_eval_prints_the_metrics_table_and_the_run_folder(monkeypatch, capsys, tmp_path):
+    """The eval command end to end with a scripted generator instead of the model (the sandbox is real), on two
+    tasks the data engine generates."""
     import jaxrl.generators
 
     monkeypatch.setattr(jaxrl.generators, "load_generator", lambda *a, **k: NoCodeGenerator())
-    code = cli.main(["--no-progress", f"eval.dataset={kernelbench_path}", "eval.ids=[19,22]",
+    code = cli.main(["--no-progress", "eval.dataset=generated", "eval.num_generated=2", "eval.ids=null",
                      f"run.output_root={tmp_path}", "run.name=cli"])
     out = capsys.readouterr().out
     assert code == 0
@@ -193,6 +245,8 @@ def test_eval_prints_the_metrics_table_and_the_run_folder(monkeypatch, capsys, t
     assert f"run folder: {tmp_path / 'cli'}" in out
     files = {p.name for p in (tmp_path / "cli").iterdir()}
     assert files == {"config.yaml", "samples.jsonl", "metrics.json", "report.md"}
+    report = (tmp_path / "cli" / "report.md").read_text()
+    assert "- tasks evaluated: tasks generated by the data engine (seed 0, cpu scale)\n" in report
 
 
 @pytest.mark.slow

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
+import time
 
 from sandbox_service.cli import EXAMPLES
 
@@ -12,7 +14,8 @@ CONTRACT_FIELDS = {
     "status", "correct", "valid", "violations", "trials", "trials_passed", "max_abs_error",
     "ref_time_us", "candidate_time_us", "speedup", "backend", "device",
 }
-STATUSES = {"ok", "incorrect", "cheat", "format_error", "compile_error", "runtime_error", "timeout", "infra_error"}
+STATUSES = {"ok", "incorrect", "cheat", "format_error", "compile_error", "runtime_error", "timeout", "infra_error",
+            "reference_error"}
 
 
 def check(*args: str) -> subprocess.CompletedProcess:
@@ -58,3 +61,37 @@ def test_usage_errors_exit_non_zero(tmp_path):
     run = check(str(tmp_path / "missing.py"), str(EXAMPLES / "scaled_add_correct.py"), "--json")
     assert run.returncode == 2 and "no such file" in run.stderr
     assert subprocess.run([sys.executable, "-m", "sandbox_service", "check"], capture_output=True).returncode == 2
+
+
+def test_a_broken_reference_exits_2_as_reference_error_not_the_candidates_fault(tmp_path):
+    reference = (EXAMPLES / "scaled_add_reference.py").read_text().replace("def get_inputs(", "def no_inputs(")
+    (tmp_path / "reference.py").write_text(reference)
+    run = check(str(tmp_path / "reference.py"), str(EXAMPLES / "scaled_add_correct.py"), "--json", "--trials", "1")
+    data = json.loads(run.stdout)
+    assert (run.returncode, data["status"], data["correct"]) == (2, "reference_error", False)
+    assert "get_inputs" in data["error"]
+    assert run.stderr.strip().splitlines()[-1].startswith(f"error: {tmp_path / 'reference.py'} cannot be judged against")
+
+
+def test_an_unreachable_target_exits_2_within_seconds():
+    with socket.socket() as sock:  # a port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    started = time.monotonic()
+    run = check(str(EXAMPLES / "scaled_add_reference.py"), str(EXAMPLES / "scaled_add_correct.py"),
+                "--target", f"127.0.0.1:{port}", "--json")
+    assert run.returncode == 2 and time.monotonic() - started < 30
+    assert run.stderr.strip() == (f"error: cannot reach the sandbox server(s) 127.0.0.1:{port} within 5 s (UNAVAILABLE); "
+                                  "start one with `python -m sandbox_service serve --port PORT` or fix --target")
+    assert run.stdout == ""
+
+
+def test_a_backend_this_machine_lacks_exits_2_with_one_line():
+    import torch
+
+    if torch.cuda.is_available():
+        return  # the machine has the backend: nothing to refuse
+    run = check(str(EXAMPLES / "scaled_add_reference.py"), str(EXAMPLES / "scaled_add_correct.py"), "--backend", "cuda")
+    assert run.returncode == 2
+    assert run.stderr.strip().splitlines() == ["error: --backend cuda was asked for, but no CUDA GPU is visible (use "
+                                               "--backend interpreter or auto, or run on a machine with a GPU)"]

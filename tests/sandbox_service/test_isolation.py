@@ -85,10 +85,30 @@ def test_the_lane_still_works_after_all_that(cpu_lane):
     assert evaluate(REFERENCE, CORRECT, FAST, cpu_lane).status == Status.OK
 
 
-def test_a_broken_reference_is_an_infrastructure_error(cpu_lane):
-    result = evaluate("import torch\nraise RuntimeError('broken problem')\n", CORRECT, FAST, cpu_lane)
-    assert result.status == Status.INFRA_ERROR
-    assert "broken problem" in result.error
+@pytest.mark.parametrize(
+    "reference, first_line",
+    [
+        ("import torch\nraise RuntimeError('broken problem')\n", "RuntimeError: broken problem"),
+        ("", "AttributeError: module 'tritonrl_reference' has no attribute 'get_init_inputs'"),
+        (REFERENCE.replace("def get_inputs(", "def no_inputs("), "has no attribute 'get_inputs'"),
+        (REFERENCE.replace("def get_inputs():", "def get_inputs():\n    return [torch.empty(40_000_000_000)]\n"
+                           "def no_inputs():"), "can't allocate memory"),
+    ],
+    ids=["raises", "empty", "no-get-inputs", "absurd-input-size"],
+)
+def test_a_broken_reference_is_a_reference_error_never_the_candidates(cpu_lane, reference, first_line):
+    result = evaluate(reference, CORRECT, FAST, cpu_lane)
+    assert result.status == Status.REFERENCE_ERROR and not result.correct
+    headline = result.error.splitlines()[0]
+    assert headline.startswith("the reference failed: ") and first_line in headline
+
+
+def test_a_reference_slower_than_the_timeout_is_its_own_fault_not_a_candidate_timeout(cpu_lane):
+    slow = REFERENCE.replace("import torch\n", "import time\nimport torch\n", 1).replace(
+        "    def forward(self, ", "    def forward(self, *args):\n        time.sleep(30)\n\n    def unused(self, ", 1)
+    result = evaluate(slow, CORRECT, dataclasses.replace(FAST, timeout_s=3.0), cpu_lane)
+    assert result.status == Status.REFERENCE_ERROR
+    assert result.error.startswith("the reference did not finish within 3 s while being prepared")
 
 
 def test_nondeterministic_inputs_are_an_infrastructure_error(cpu_lane):

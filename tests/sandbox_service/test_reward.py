@@ -72,7 +72,7 @@ class ScriptedClient:
         return dict(self.evaluate_many([None]))[0]
 
 
-OK, WRONG, INFRA = Status.OK, Status.INCORRECT, Status.INFRA_ERROR
+OK, WRONG, INFRA, REF_ERR = Status.OK, Status.INCORRECT, Status.INFRA_ERROR, Status.REFERENCE_ERROR
 
 
 def test_infra_errors_are_retried_then_given_their_groups_mean_so_their_advantage_is_zero():
@@ -82,6 +82,19 @@ def test_infra_errors_are_retried_then_given_their_groups_mean_so_their_advantag
     scores = reward(prompts=["a", "a", "a", "b"], completions=["x"] * 4, reference=["r"] * 4)
     assert client.asked == [4, 2, 1]  # only the unjudged samples are sent again
     assert scores == [1.0, 0.0, 0.5, 1.0]  # 0.5 = mean of group a's usable rewards: advantage 0 in TRL
+
+
+def test_reference_errors_are_masked_like_infra_errors_in_the_trl_adapter():
+    # A broken reference says nothing about the candidate: retried, then its group's mean, never a real 0.
+    client = ScriptedClient([OK, WRONG, REF_ERR], [REF_ERR])
+    reward = make_reward_function(client, infra_retries=1)
+    assert reward(prompts=["a"] * 3, completions=["x"] * 3, reference=["r"] * 3) == [1.0, 0.0, 0.5]
+    assert client.asked == [3, 1]
+    raising = make_reward_function(ScriptedClient([OK, REF_ERR]), infra_retries=0, on_infra_error="raise")
+    with pytest.raises(RuntimeError, match="could not judge 1 of 2"):
+        raising(prompts=["a", "a"], completions=["x", "y"], reference=["r", "r"])
+    masked = make_reward_function(ScriptedClient([REF_ERR, OK]), infra_retries=0, on_infra_error="none")
+    assert masked(prompts=["a", "a"], completions=["x", "y"], reference=["r", "r"]) == [None, 1.0]
 
 
 @pytest.mark.parametrize("policy", ["raise", "none"])
@@ -110,3 +123,10 @@ def test_verl_compute_score_raises_when_the_sandbox_never_answers():
         compute_score("kernelbench", "x", REFERENCE, infra_retries=1, client=ScriptedClient([INFRA], [INFRA]))
     with pytest.raises(ValueError, match="ground_truth"):
         compute_score("kernelbench", "x", {"code": REFERENCE}, client=ScriptedClient())
+
+
+def test_verl_compute_score_retries_a_reference_error_and_never_scores_it_0():
+    assert compute_score("kernelbench", "x", REFERENCE, infra_retries=1,
+                         client=ScriptedClient([REF_ERR], [OK]))["score"] == 1.0
+    with pytest.raises(RuntimeError, match=r"after 2 attempts \(reference_error\)"):
+        compute_score("kernelbench", "x", REFERENCE, infra_retries=1, client=ScriptedClient([REF_ERR], [REF_ERR]))

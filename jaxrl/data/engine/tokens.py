@@ -37,7 +37,7 @@ class ChatTokenCounter:
 def load_token_counter(name: str) -> ChatTokenCounter:
     """The tokenizer of a bundled model (`smollm2-135m`), a tokenizer folder or a .gguf file."""
     from jaxrl.checkpoint.tokenizer import load_tokenizer
-    from jaxrl.generators import BUNDLED, resolve_source
+    from jaxrl.policy import BUNDLED, resolve_source
 
     source = resolve_source(name)[1] if name in BUNDLED else Path(name).expanduser()
     return ChatTokenCounter(load_tokenizer(source), name)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 import textwrap
 
 import pytest
@@ -15,9 +16,11 @@ from jaxrl.config import (
     ModelSection,
     SamplingSection,
     SandboxSection,
+    all_keys,
     dump_config,
     load_config,
 )
+from jaxrl.config.foreign_names import FOREIGN_NAMES
 
 
 def write(path, text):
@@ -192,3 +195,32 @@ def test_schema_matches_the_model_and_mesh_code():
     mesh = MeshSection(data=2, fsdp=-1, tensor=2)
     assert MeshConfig(**dataclasses.asdict(mesh)).resolve(8) == (2, 2, 2)
     assert dataclasses.asdict(MeshSection()) == dataclasses.asdict(MeshConfig())
+
+
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ("grpo.num_generations=8", "unknown config key 'grpo.num_generations': grpo.num_generations is TRL's name; "
+                                   "here it is grpo.group_size"),
+        ("grpo.max_completion_length=512", "grpo.max_completion_length is TRL's name; here it is sampling.max_new_tokens"),
+        ("max_completion_length=512", "max_completion_length is TRL's name; here it is sampling.max_new_tokens"),
+        ("sft.per_device_train_batch_size=4", "sft.per_device_train_batch_size is TRL's name; here it is "
+                                              "grpo.tasks_per_step (TRL counts completions"),
+        ("grpo.learning_rate=1e-6", "grpo.learning_rate is TRL's name; here it is optim.learning_rate"),
+        ("optim.beta=0.04", "optim.beta is TRL's name; here it is grpo.beta"),
+        ("actor_rollout_ref.rollout.n=8", "unknown config key 'actor_rollout_ref': actor_rollout_ref.rollout.n is "
+                                          "verl's name; here it is grpo.group_size"),
+        ("data.max_response_length=1024", "data.max_response_length is verl's name; here it is sampling.max_new_tokens"),
+        ("actor_rollout_ref.actor.optim.lr=1e-6", "is verl's name; here it is optim.learning_rate"),
+    ],
+)
+def test_trl_and_verl_names_say_what_they_map_to(override, message):
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        load_config(None, [override])
+
+
+def test_every_foreign_name_maps_to_a_real_key():
+    keys = set(all_keys(Config))
+    assert {ours for _, ours, _ in FOREIGN_NAMES.values()} <= keys
+    ours_too = set(FOREIGN_NAMES) & {k.rsplit(".", 1)[-1] for k in keys}  # e.g. learning_rate in another section
+    assert all(FOREIGN_NAMES[name][1].endswith("." + name) for name in ours_too)

@@ -43,7 +43,8 @@ NAN = float("nan")
         (GRPOSection, {"uniform_beta": -0.1}, "uniform_beta must be in [0, 1], got -0.1"),
         (GRPOSection, {"speedup_cap": 0}, "speedup_cap must be > 0, got 0.0"),
         (GRPOSection, {"epsilon_low": 1}, "epsilon_low must be in [0, 1), got 1.0"),
-        (GRPOSection, {"epsilon_high": -0.2}, "epsilon_high must be >= 0, got -0.2"),
+        (GRPOSection, {"epsilon_high": -0.2}, "epsilon_high must be a finite number >= 0, got -0.2"),
+        (GRPOSection, {"beta": float("inf")}, "beta must be a finite number >= 0, got inf"),
     ],
 )
 def test_out_of_range_values_are_reported_with_key_range_and_value(section, values, message):

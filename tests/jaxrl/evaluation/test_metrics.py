@@ -147,6 +147,17 @@ def test_markdown_and_text_tables():
     assert untimed.splitlines()[2].split()[7:10] == ["-", "-", "-"]
 
 
+def test_broken_references_count_as_failures_with_their_own_column():
+    records = [*RECORDS, rec("L2/2", 0, "reference_error", valid=True), rec("L2/2", 1, "reference_error", valid=True)]
+    metrics = compute_metrics(records)
+    level_2, overall = metrics.groups[1], metrics.groups[2]
+    assert (level_2.reference_errors, level_2.infra_errors, overall.reference_errors) == (2, 0, 2)
+    assert level_2.rate("correct") == pytest.approx((2 / 3 + 0) / 2)  # problem L2/2 scores nothing
+    rows = markdown_rows(metrics.table(markdown=True))
+    assert [(r["group"], r["ref_err"]) for r in rows] == [("level 1", "0"), ("level 2", "2"), ("all", "2")]
+    assert "ref_err" not in compute_metrics(RECORDS).table()
+
+
 def test_to_dict_is_plain_data():
     data = compute_metrics(RECORDS, ks=[2]).to_dict()
     assert data["ks"] == [1, 2]

@@ -91,18 +91,3 @@ def test_bad_rows_are_configuration_errors_that_name_the_line(tmp_path, kernelbe
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     with pytest.raises(ConfigError, match=message):
         run_score(_config(tmp_path, kernelbench, path), progress=False, client=FakeSandbox())
-
-
-
-def test_the_command_takes_completions_as_a_short_form(monkeypatch, tmp_path, capsys):
-    from jaxrl import main as cli
-
-    assert cli.main(["score", "--no-progress"]) == 2  # nothing to score: a usage error, not a traceback
-    assert "give completions=PATH" in capsys.readouterr().err
-    seen = []
-    monkeypatch.setattr(cli, "_import", lambda module, command: type("M", (), {
-        "run_score": staticmethod(lambda config, progress: seen.append((module, config, progress)))}))
-    monkeypatch.setattr(cli, "_report", lambda run: 0)
-    assert cli.main(["score", f"completions={tmp_path}/gen.jsonl", "--no-progress"]) == 0
-    (module, config, progress), = seen
-    assert (module, config.score.completions, progress) == ("jaxrl.evaluation.score", f"{tmp_path}/gen.jsonl", False)

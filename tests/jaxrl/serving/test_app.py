@@ -106,17 +106,3 @@ def test_errors_come_in_openais_shape(served):
         client.completions.create(model="scripted", prompt="x", max_tokens=0)
     with pytest.raises(openai.BadRequestError, match="max_prompt_tokens"):
         client.completions.create(model="scripted", prompt="too long")
-
-
-
-def test_serve_refuses_a_taken_port_before_loading_any_weights():
-    from jaxrl.config import ConfigError, load_config
-    from jaxrl.serving.server import bind, run_serve
-
-    taken = bind("127.0.0.1", 0)
-    try:
-        port = taken.getsockname()[1]
-        with pytest.raises(ConfigError, match=f"cannot listen on 127.0.0.1:{port}"):
-            run_serve(load_config(None, [f"serve.port={port}"]))
-    finally:
-        taken.close()

@@ -143,7 +143,7 @@ def test_token_offsets_with_a_byte_level_tokenizer():
     """SmolLM2's byte-level BPE: offsets tile the text, a split multi-byte character goes to the token
     that completes it, and each end equals the exact prefix decoding."""
     from jaxrl.checkpoint import load_tokenizer
-    from jaxrl.generators import resolve_source
+    from jaxrl.policy import resolve_source
 
     tok = load_tokenizer(resolve_source("smollm2-135m")[1])
     text = "<think>plan: héllo → 世界 🙂</think>\n```python\nx = 1\n```"

@@ -110,14 +110,14 @@ def test_one_step_through_the_interpreter_sandbox(kernelbench_path, tmp_path):
 def test_tiny_cpu_config_runs(kernelbench_path, tmp_path):
     """`python -m jaxrl.main grpo --config configs/tiny_cpu_grpo.yaml` in-process, with its run folder, on two
     CPU-sized KernelBench problems instead of the config's generated tasks."""
-    from jaxrl.training import grpo_main
+    from jaxrl.cli import grpo as grpo_command
 
     config = load_config("configs/tiny_cpu_grpo.yaml", [
         f"grpo.dataset={kernelbench_path}", "grpo.levels=[1]", "grpo.ids=[19,21]", f"run.output_root={tmp_path}",
         "run.name=tiny", "grpo.max_steps=1",
         "checkpoint.export_hf=false",
     ])
-    assert grpo_main.run(config) == 0
+    assert grpo_command.run(config) == 0
     run_dir = tmp_path / "tiny"
     lines = (run_dir / "metrics.jsonl").read_text().splitlines()
     assert len(lines) == 1 and json.loads(lines[0])["rate/usable"] == 1.0
@@ -131,7 +131,7 @@ def test_tiny_cpu_config_runs(kernelbench_path, tmp_path):
         "run.name=tiny", "grpo.max_steps=2",
         "checkpoint.export_hf=false",
     ])
-    assert grpo_main.run(config) == 0
+    assert grpo_command.run(config) == 0
     steps = [json.loads(line)["step"] for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert steps == [1, 2]
     assert [r["step"] for r in read_rollouts(run_dir)] == [1] * 4 + [2] * 4

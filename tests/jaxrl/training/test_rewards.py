@@ -32,8 +32,9 @@ def test_every_candidate_failure_scores_zero_and_stays_in_the_statistics(status)
         assert score_result(verdict(status, *flags, speedup=1.5), RewardConfig()) == (0.0, 0.0, True)
 
 
-def test_infrastructure_failures_are_masked_not_scored():
+def test_infrastructure_failures_and_broken_references_are_masked_not_scored():
     assert score_result(verdict("infra_error"), RewardConfig()) == (0.0, 0.0, False)
+    assert score_result(verdict("reference_error", True), RewardConfig()) == (0.0, 0.0, False)  # the task's fault
     assert score_result(None, RewardConfig()) == (0.0, 0.0, False)  # no verdict at all (sandbox unreachable)
 
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from jaxrl.config import load_config
-from jaxrl.training import sft_main
+from jaxrl.cli import sft as sft_command
 from jaxrl.training.metrics_log import read_metrics
 
 pytestmark = pytest.mark.gpu
@@ -45,7 +45,7 @@ def test_sft_step_with_production_numerics_learns_on_gpu(tmp_path):
         "run.name": "gpu",
     }
     config = load_config("base", [f"{k}={v}" for k, v in overrides.items()])
-    assert sft_main.run(config) == 0
+    assert sft_command.run(config) == 0
     train = [r for r in read_metrics(tmp_path / "gpu") if "train/loss" in r]
     losses = [r["train/loss"] for r in train]
     print("\nloss per step:", [round(x, 3) for x in losses])

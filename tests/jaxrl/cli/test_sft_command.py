@@ -1,4 +1,4 @@
-"""`jaxrl.training.sft_main.run`: a config in, a run folder out (metrics, checkpoints, HF export), and
+"""`jaxrl.cli.sft.run`: a config in, a run folder out (metrics, checkpoints, HF export), and
 a killed run that, started again, ends exactly where the uninterrupted run ends."""
 
 from __future__ import annotations
@@ -10,12 +10,13 @@ import numpy as np
 import pytest
 from flax import nnx
 
+from jaxrl import policy
 from jaxrl.checkpoint import bundled_smollm2_path, load_hf_checkpoint, load_tokenizer
 from jaxrl.config import load_config
 from jaxrl.config.schema import ConfigError
 from jaxrl.data.prompts import build_messages
 from jaxrl.data.sft_data import read_kernelbook
-from jaxrl.training import sft_main
+from jaxrl.cli import sft as sft_command
 from jaxrl.training.metrics_log import MetricsLogger, read_metrics
 from jaxrl.training.packing import tokenize_example
 from sandbox_service.verifier.extraction import extract_completion
@@ -65,7 +66,7 @@ def make_config(tmp_path, tokenizer_dir, chat_data, name="run", **extra):
 
 def test_run_writes_metrics_checkpoints_and_a_loadable_hf_folder(tmp_path, tokenizer_dir, chat_data):
     config = make_config(tmp_path, tokenizer_dir, chat_data)
-    assert sft_main.run(config) == 0
+    assert sft_command.run(config) == 0
     run_dir = tmp_path / "run"
     records = read_metrics(run_dir)
     train = [r for r in records if "train/loss" in r]
@@ -88,8 +89,8 @@ def test_run_writes_metrics_checkpoints_and_a_loadable_hf_folder(tmp_path, token
 
     with Checkpointer(run_dir / "checkpoints") as ckpt:
         optimizer, _ = make_optimizer(config.optim, 6)
-        mesh = sft_main.mesh_from_section(config.mesh)
-        model_config = sft_main.policy_config(config.model, load_tokenizer(tokenizer_dir))
+        mesh = policy.mesh_from_section(config.mesh)
+        model_config = policy.policy_config(config.model, load_tokenizer(tokenizer_dir))
         _, target, _ = abstract_train_state(model_config, optimizer, mesh)
         state, _ = ckpt.restore(target)
     exported = jax.tree.leaves(nnx.to_pure_dict(nnx.state(model)))
@@ -99,9 +100,9 @@ def test_run_writes_metrics_checkpoints_and_a_loadable_hf_folder(tmp_path, token
 
 @pytest.mark.slow
 def test_a_killed_run_started_again_resumes_and_matches_the_uninterrupted_run(
-    tmp_path, tokenizer_dir, chat_data, monkeypatch
+    tmp_path, tokenizer_dir, chat_data, monkeypatch, capsys
 ):
-    assert sft_main.run(make_config(tmp_path, tokenizer_dir, chat_data, name="straight")) == 0
+    assert sft_command.run(make_config(tmp_path, tokenizer_dir, chat_data, name="straight")) == 0
 
     original_log = MetricsLogger.log
 
@@ -113,10 +114,13 @@ def test_a_killed_run_started_again_resumes_and_matches_the_uninterrupted_run(
 
     monkeypatch.setattr(MetricsLogger, "log", log_then_die)
     with pytest.raises(KeyboardInterrupt):
-        sft_main.run(make_config(tmp_path, tokenizer_dir, chat_data, name="killed"))
+        sft_command.run(make_config(tmp_path, tokenizer_dir, chat_data, name="killed"))
     monkeypatch.setattr(MetricsLogger, "log", original_log)
     assert not (tmp_path / "killed" / "hf").exists()
-    assert sft_main.run(make_config(tmp_path, tokenizer_dir, chat_data, name="killed")) == 0
+    capsys.readouterr()
+    assert sft_command.run(make_config(tmp_path, tokenizer_dir, chat_data, name="killed")) == 0
+    # Checkpoints every 2 steps: the run killed after step 3 resumes from step 2, and says so.
+    assert f"resuming {tmp_path / 'killed'} from its checkpoint at step 2 (data: epoch 0, example 4)" in capsys.readouterr().err
 
     straight, resumed = read_metrics(tmp_path / "straight"), read_metrics(tmp_path / "killed")
     keys = ("step", "train/loss", "train/grad_norm", "train/lr", "eval/loss")
@@ -129,27 +133,29 @@ def test_a_killed_run_started_again_resumes_and_matches_the_uninterrupted_run(
 
 def test_bad_setups_are_refused_with_the_key_named(tmp_path, tokenizer_dir, chat_data):
     with pytest.raises(ConfigError, match="sft.data"):
-        sft_main.run(make_config(tmp_path, tokenizer_dir, chat_data, **{"sft.data": "null"}))
+        sft_command.run(make_config(tmp_path, tokenizer_dir, chat_data, **{"sft.data": "null"}))
+    with pytest.raises(ConfigError, match="sft.data=/no/such.jsonl: no such file"):
+        sft_command.run(make_config(tmp_path, tokenizer_dir, chat_data, **{"sft.data": "/no/such.jsonl"}))
     with pytest.raises(ConfigError, match="model.tokenizer"):
-        sft_main.run(make_config(tmp_path, tokenizer_dir, chat_data, **{"model.tokenizer": "null"}))
+        sft_command.run(make_config(tmp_path, tokenizer_dir, chat_data, **{"model.tokenizer": "null"}))
     with pytest.raises(ConfigError, match="unknown random model preset"):
-        sft_main.run(make_config(tmp_path, tokenizer_dir, chat_data, **{"model.source": "random:huge"}))
+        sft_command.run(make_config(tmp_path, tokenizer_dir, chat_data, **{"model.source": "random:huge"}))
     with pytest.raises(ConfigError, match="eval_fraction"):
         make_config(tmp_path, tokenizer_dir, chat_data, **{"sft.eval_data": str(chat_data)})
     quick = {"sft.epochs": 1, "checkpoint.export_hf": False}
     done = make_config(tmp_path, tokenizer_dir, chat_data, name="done", **quick)
-    assert sft_main.run(done) == 0
+    assert sft_command.run(done) == 0
     fresh = make_config(tmp_path, tokenizer_dir, chat_data, name="done", **{"checkpoint.resume": False})
     with pytest.raises(ConfigError, match="already has checkpoints"):
-        sft_main.run(fresh)
+        sft_command.run(fresh)
 
 
 def test_the_shipped_tiny_sft_data_is_prompted_like_evaluation_and_fits_its_config():
     config = load_config("tiny_cpu_sft")
-    examples = read_kernelbook(sft_main.find_path(config.sft.data))
-    tokenizer = sft_main.load_policy_tokenizer(config.model)
+    examples = read_kernelbook(sft_command.find_path(config.sft.data))
+    tokenizer = policy.load_tokenizer(config.model)
     assert len(examples) == 8
-    rows = [json.loads(line) for line in sft_main.find_path(config.sft.data).read_text().splitlines()]
+    rows = [json.loads(line) for line in sft_command.find_path(config.sft.data).read_text().splitlines()]
     for example, row in zip(examples, rows):
         assert list(example.messages) == build_messages(row["python_code"])
         extracted = extract_completion(example.completion)

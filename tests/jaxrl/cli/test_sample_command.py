@@ -13,7 +13,7 @@ import pytest
 from jaxrl.checkpoint import export_hf
 from jaxrl.config import Config, ConfigError, all_keys, load_config
 from jaxrl.sampling import Sampler, SamplerConfig, SamplingParams
-from jaxrl.sampling.cli import SAMPLE_ALIASES, expand_aliases, run_sample
+from jaxrl.cli.sample import SAMPLE_ALIASES, expand_aliases, run_sample
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 

@@ -5,7 +5,7 @@
 The prompt is `sample.prompt` or the contents of `sample.prompt_file`, used as raw text;
 `sample.chat=true` wraps it as one user message in the tokenizer's chat template. Sampling follows
 the `sampling` section (temperature 0 = greedy), the model the `model` section (a checkpoint folder,
-a GGUF file or `smollm2-135m`, see `jaxrl.generators`), the device mesh the `mesh` section.
+a GGUF file, `smollm2-135m` ...: see `jaxrl.policy`), the device mesh the `mesh` section.
 Besides the dotted keys, this command takes the short forms of `SAMPLE_ALIASES` (`model=`,
 `prompt=`, `max_new_tokens=`, `temperature=` ...): `expand_aliases` rewrites them before the
 config is loaded.
@@ -91,14 +91,11 @@ def completion_json(completion: Completion) -> dict[str, Any]:
 
 def run_sample(config: Config, *, as_json: bool) -> int:
     """Loads the model, samples `sampling.num_samples` completions of the prompt, prints them; 0 on success."""
-    from jaxrl.generators import load_model, mesh_from_section, resolve_source
+    from jaxrl.policy import check_source, load_model, mesh_from_section
     from jaxrl.sampling.sampler import Sampler, SamplerConfig, params_from_section
 
     text = prompt_text(config.sample)  # cheap checks before loading any weights
-    try:
-        resolve_source(config.model.source)
-    except (ValueError, FileNotFoundError) as exc:
-        raise ConfigError(str(exc)) from exc
+    check_source(config.model)
     mesh = mesh_from_section(config.mesh)
     model, _, tokenizer = load_model(config.model, mesh)
     prompt = render(text, tokenizer, config.sample.chat)

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from jaxrl.config import load_config
-from jaxrl.sampling.cli import expand_aliases, run_sample
+from jaxrl.cli.sample import expand_aliases, run_sample
 
 
 @pytest.mark.slow

@@ -10,7 +10,7 @@ from jaxrl.data.engine.api import Engine
 from jaxrl.data.engine.tasks import GeneratedTask
 from jaxrl.sampling.api import Completion
 from jaxrl.training.grpo import SandboxScorer, Task
-from jaxrl.training.grpo_main import load_tasks
+from jaxrl.cli.grpo import load_tasks
 from sandbox_service.options import EvalOptions, InputSet
 from sandbox_service.results import EvalResult, Status
 

@@ -8,7 +8,7 @@ from engine_fakes import FAKE_ENGINE, FakeClient, FakeTokens
 
 from jaxrl import main as cli
 from jaxrl.config import load_config
-from jaxrl.data.engine import data_main
+from jaxrl.cli import data as data_command
 from jaxrl.data.engine.api import EngineUnavailable
 
 
@@ -38,8 +38,8 @@ def test_data_builds_with_the_cpu_config_by_default(monkeypatch):
 
 def test_the_command_writes_the_run_folder_and_prints_the_summary(monkeypatch, tmp_path, capsys):
     client = CommandClient()
-    monkeypatch.setattr(data_main, "default_engine", lambda: FAKE_ENGINE)
-    monkeypatch.setattr(data_main, "load_token_counter", lambda name: FakeTokens())
+    monkeypatch.setattr(data_command, "default_engine", lambda: FAKE_ENGINE)
+    monkeypatch.setattr(data_command, "load_token_counter", lambda name: FakeTokens())
     monkeypatch.setattr("jaxrl.evaluation.runner.open_client", lambda section: client)
     code = cli.main(["data", "--no-progress", f"run.output_root={tmp_path}", "data.sft_pairs=10", "data.rl_tasks=10",
                      "data.chunk_size=16", "data.kernelbench=null"])
@@ -54,12 +54,12 @@ def test_a_missing_engine_part_exits_1_and_says_which(monkeypatch, capsys):
     def missing():
         raise EngineUnavailable("the task generator is not in this checkout")
 
-    monkeypatch.setattr(data_main, "default_engine", missing)
+    monkeypatch.setattr(data_command, "default_engine", missing)
     assert cli.main(["data", "--no-progress"]) == 1
     assert "error: the task generator is not in this checkout" in capsys.readouterr().err
 
 
 def test_unknown_families_are_a_configuration_error(monkeypatch, capsys):
-    monkeypatch.setattr(data_main, "default_engine", lambda: FAKE_ENGINE)
+    monkeypatch.setattr(data_command, "default_engine", lambda: FAKE_ENGINE)
     assert cli.main(["data", "--no-progress", "data.families=[relu,conv9]"]) == 2
     assert "data.families: unknown families ['conv9']" in capsys.readouterr().err

@@ -7,7 +7,7 @@ checkpoints/ (orbax: parameters, optimizer state, RNG, step and the task-order p
 trained policy as a Hugging Face folder). Running again with the same run.name resumes from the newest
 checkpoint (unless checkpoint.resume=false).
 
-The model, tokenizer and mesh are read as `sft` reads them (`model.source` may be `random:<preset>`).
+The model, tokenizer and mesh are read by `jaxrl.policy`, as for `sft` (`model.source` may be `random:<preset>`).
 One process per host holds the parameters once: the sampler decodes with the train state's arrays
 (`Sampler.update_model` after every update), so there is no weight copy. With grpo.beta > 0 a frozen
 copy of the initial parameters is kept as the KL reference. On several processes only process 0 opens
@@ -20,6 +20,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+from pathlib import Path
+from typing import Any
 
 import jax
 from flax import nnx
@@ -32,7 +34,8 @@ from jaxrl.data.prompts import render_prompt
 from jaxrl.data.task_source import KERNELBENCH, TaskSelection, source_kind
 from jaxrl.data.task_source import load_tasks as load_task_specs
 from jaxrl.evaluation.runner import eval_options, open_client
-from jaxrl.generators import mesh_from_section
+from jaxrl.models.config import ModelConfig
+from jaxrl.policy import check_source, load_policy, load_tokenizer, mesh_from_section, policy_config
 from jaxrl.sampling.sampler import Sampler, SamplerConfig, params_from_section
 from jaxrl.training.advantages import AdvantageConfig
 from jaxrl.training.grpo import GRPOLoop, GRPOSettings, SandboxScorer, Task, make_grpo_loss
@@ -43,10 +46,7 @@ from jaxrl.training.multihost import broadcast_json
 from jaxrl.training.optim import make_optimizer
 from jaxrl.training.rewards import RewardConfig, SpeedupGuard
 from jaxrl.training.rollout_log import RolloutLogger
-from jaxrl.training.sft_main import (
-    export_policy, load_policy, load_policy_tokenizer, policy_config, run_directory,
-    start_training,
-)
+from jaxrl.training.run_folder import export_policy, run_directory, start_training
 from jaxrl.training.trainer import TrainStep, model_from_state
 from sandbox_service.client import SandboxClient
 
@@ -56,9 +56,10 @@ log = logging.getLogger(__name__)
 def run(config: Config) -> int:
     """Trains, checkpoints and exports as the config says; returns the process exit code (0)."""
     settings = config.grpo
+    check_source(config.model)  # bad inputs fail in a second, before any model work
     run_dir = run_directory(config.run, "grpo")
     mesh = mesh_from_section(config.mesh)
-    tokenizer = load_policy_tokenizer(config.model)
+    tokenizer = load_tokenizer(config.model)
     tasks = load_tasks(settings, tokenizer)
     updates = settings.max_steps * settings.num_iterations
     optimizer, schedule = make_optimizer(config.optim, updates)
@@ -72,7 +73,22 @@ def run(config: Config) -> int:
     # Process 0's answer on every process: the rewards depend on it.
     timed = broadcast_json(timing_available(settings, config.sandbox) if scores else None)
     reward_config = RewardConfig(speedup_cap=settings.speedup_cap, timing_available=timed)
+    # The sandbox first: an unreachable target fails in seconds, not after the model has loaded.
+    client, scorer = open_scorer(config.sandbox, reward_config.timing_available) if scores else (None, None)
+    try:
+        return _train(config, run_dir, mesh, tokenizer, tasks, optimizer, schedule, model_config, loss_config,
+                      reward_config, scorer)
+    finally:
+        if scorer is not None:
+            scorer.close()
+            client.close()
 
+
+def _train(config: Config, run_dir: Path, mesh: Any, tokenizer: Any, tasks: list[Task], optimizer: Any,
+           schedule: Any, model_config: ModelConfig, loss_config: LossConfig, reward_config: RewardConfig,
+           scorer: SandboxScorer | None) -> int:
+    """The training itself, once the inputs are checked and the sandbox answers (None: not process 0)."""
+    settings = config.grpo
     checkpointer, graphdef, state, shardings, position, resumed = start_training(
         config, run_dir, model_config, optimizer, mesh, settings.seed
     )
@@ -89,7 +105,6 @@ def run(config: Config) -> int:
 
     sampler = Sampler(model_from_state(graphdef, state), tokenizer, SamplerConfig.from_section(config.sampling),
                       mesh=mesh)
-    client, scorer = open_scorer(config.sandbox, reward_config.timing_available) if scores else (None, None)
     done_steps = int(state.step) // settings.num_iterations
     logger = MetricsLogger(run_dir, start_step=done_steps, enabled=jax.process_index() == 0)
     rollout_logger = RolloutLogger(run_dir, start_step=done_steps, log_completions=settings.log_completions,
@@ -124,9 +139,6 @@ def run(config: Config) -> int:
         state, position = loop.run(state, position)
         export_policy(config, model_from_state(graphdef, state), model_config, run_dir, tokenizer)
     finally:
-        if scorer is not None:
-            scorer.close()
-            client.close()
         logger.close()
         rollout_logger.close()
         checkpointer.close()
