@@ -174,6 +174,12 @@ def _value_attributes() -> set[str]:
 
         classes = [tl.tensor, tl.dtype, tl.constexpr, tl.pointer_type, tl.block_type]
         _VALUE_ATTRIBUTES.update(n for cls in classes for n in dir(cls) if not n.startswith("_"))
+        # and what their instances hold (x.dtype, p.dtype.element_ty, c.value), never a tensor's IR `handle`
+        # (under the interpreter a NumPy array of the values, with raw addresses behind it)
+        instances = [tl.float32, tl.pointer_type(tl.float32), tl.block_type(tl.float32, [1]), tl.constexpr(1),
+                     tl.tensor(None, tl.float32)]
+        _VALUE_ATTRIBUTES.update(n for value in instances for n in vars(value) if not n.startswith("_"))
+        _VALUE_ATTRIBUTES.discard("handle")
     return _VALUE_ATTRIBUTES
 
 
