@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
+from types import SimpleNamespace
 
 from sandbox_service.evaluation import _Evaluation, _Finish
 from sandbox_service.options import EvalOptions
@@ -35,6 +36,7 @@ class _Lane:
 
     def __init__(self, built: Path):
         self.built = built
+        self.empty_batch_s = {}  # no task's empty batch measured yet: the first timed order is the calibration
 
     def build(self, message):
         return {"type": "built", "path": str(self.built), "key": "k", "sha256": "0" * 64}
@@ -82,6 +84,8 @@ def _evaluation(tmp_path: Path) -> _Evaluation:
     evaluation.seen = {"inputs_ready": {}, "outputs_done": {}}
     evaluation.builds = {"build_request": 0, "ptxas_request": 0}
     evaluation.build_s = 0.0
+    evaluation.problem = SimpleNamespace(key="task")
+    evaluation.timing_check = True
     return evaluation
 
 

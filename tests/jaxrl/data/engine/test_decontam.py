@@ -67,9 +67,10 @@ def test_the_same_operators_on_the_same_kinds_of_inputs_are_caught_by_the_signat
 
 
 def test_generated_tasks_kernelbench_does_not_have_are_kept(decontaminator):
-    # families whose operator sequences appear nowhere in KernelBench
+    # families whose operator sequences appear nowhere in KernelBench, whichever spelling a draw's reference takes
+    # (an operator by name or as an explicit expression: one draw alone can hide a family KernelBench has)
     absent = [name for name in FAMILIES if not FAMILIES[name].composition
-              and not decontaminator.same_op_sequence(generate_task(name, 0, "cpu").code)]
+              and not any(decontaminator.same_op_sequence(generate_task(name, seed, "cpu").code) for seed in range(12))]
     assert {"cummax", "index_select", "gather", "permute", "l2_norm"} <= set(absent)
     tasks = generate_tasks(seed=5, count=2 * len(absent), scale="full", families=absent)
     kept, dropped = decontaminator.split(tasks)
