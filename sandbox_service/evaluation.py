@@ -1014,21 +1014,8 @@ class _Evaluation:
         with self.lane.gate.exclusive(), self.lane.freezer.others_frozen(keep=self.child):
             deadline.extend(time.monotonic() - waited)
             started = time.monotonic()
-            self.child.send({"type": "time"})
-            while True:
-                try:
-                    message = messages.next(deadline, self.cancel)
-                except TimeoutError:
-                    raise _Finish(Status.TIMEOUT, f"the candidate did not finish timing within "
-                                                  f"{self.options.timeout_s:.0f} s") from None
-                kind = message["type"]
-                self._expect(kind, {"timing"} | self._builds_allowed(job), message)
-                self.seen[kind] = message
-                self._failure(kind, message)
-                if kind in ("build_request", "ptxas_request"):
-                    self._build(kind, message, deadline)
-                elif kind == "timing":
-                    break
+            self._timed_order({"type": "time"}, "timing", messages, deadline, job)
+            message = self.seen["timing"]
             violations = [Violation(**v) for v in message["violations"]]
             if violations:
                 self.result.violations += [v for v in violations if v not in self.result.violations]
