@@ -63,7 +63,7 @@ class Server:
         ready = self.dir / "ready.json"
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(root), os.environ.get("PYTHONPATH", "")) if p),
                **(env_extra or {})}
-        command = [sys.executable, "-m", "sandbox_service", "serve", "--host", "127.0.0.1", "--port", "0",
+        command = [sys.executable, "-m", "sandbox_service", "--log-level", "DEBUG", "serve", "--host", "127.0.0.1", "--port", "0",
                    "--backend", backend, "--workers", str(workers), "--queue", "1024", "--ready-file", str(ready),
                    "--exit-on-stdin-eof", *extra]
         self.log = open(self.dir / "server.log", "wb")
@@ -85,9 +85,20 @@ class Server:
         self.log.close()
 
 
+def hold_summary(log_text: str) -> dict[str, float]:
+    """The server's debug lines about holding the GPU to time (this design's; other designs print none)."""
+    found = re.findall(r"timing: waited ([0-9.]+) ms for the GPU, held it ([0-9.]+) ms \(batch ([0-9.]+) ms", log_text)
+    if not found:
+        return {}
+    waited, held, batch = ([float(f[i]) for f in found] for i in range(3))
+    return {"timed": len(found), "held_ms_total": round(sum(held), 1), "held_ms_median": round(statistics.median(held), 2),
+            "batch_ms_median": round(statistics.median(batch), 2), "waited_ms_median": round(statistics.median(waited), 2)}
+
+
 def run_batch(client: SandboxClient, items: list, options: EvalOptions, concurrency: int,
-              server_pid: int | None = None) -> dict[str, Any]:
+              server_pid: int | None = None, server_log: Path | None = None) -> dict[str, Any]:
     pairs = [Pair(c.reference, c.candidate, options) for c in items]
+    log_start = server_log.stat().st_size if server_log is not None else 0
     busy0, total0 = cpu_times()
     roles = RoleCPU(server_pid) if server_pid else None
     started = time.monotonic()
@@ -112,7 +123,13 @@ def run_batch(client: SandboxClient, items: list, options: EvalOptions, concurre
                 found = re.search(r"server's clock saw ([0-9.]+) us per run", l.detail) if l.name == "timing" else None
                 if found and r.candidate_timing is not None:
                     outside.setdefault(key, []).append(r.candidate_timing.median_us / max(float(found.group(1)), 1e-9))
+    hold = {}
+    if server_log is not None:
+        with open(server_log, errors="replace") as f:
+            f.seek(log_start)
+            hold = hold_summary(f.read())
     return {
+        "gpu_hold": hold,
         "evaluations": len(items),
         "wall_s": round(wall, 2),
         "per_minute": round(len(items) / wall * 60, 1),
@@ -143,12 +160,12 @@ def measure(label: str, server: Server, size: str, repeats: int, phases: list[st
             if budget_s is not None and label == "baseline":
                 items = work[: max(len(cases(size)), int(len(work) * 0.25))]  # the slow baseline gets a quarter
             options = EvalOptions(trials=5, time=phase == "timed")
-            out[phase] = run_batch(client, items, options, concurrency, server.process.pid)
+            out[phase] = run_batch(client, items, options, concurrency, server.process.pid, server.dir / "server.log")
             print(f"[{label}] {phase}: {out[phase]['evaluations']} evaluations in {out[phase]['wall_s']} s -> "
                   f"{out[phase]['per_minute']}/min; {out[phase]['statuses']}; CPU busy {out[phase]['cpu_busy']}; "
                   f"median duration {out[phase]['median_duration_s']} s; layers {out[phase]['median_layer_s']}; "
                   f"CPU s per evaluation {out[phase]['cpu_s_per_evaluation']}; server process "
-                  f"{out[phase]['server_cpu_share']} of a core", flush=True)
+                  f"{out[phase]['server_cpu_share']} of a core; GPU held to time {out[phase]['gpu_hold']}", flush=True)
     return out
 
 

@@ -121,10 +121,14 @@ class Replay:
     def _op_step(self, fn, name: str, step: dict):
         args, kwargs = self._compiler(step["args"]), self._compiler_kwargs(step["kwargs"])
         bind, allocates = step["out"], name in _UNINITIALISED_ALLOCATIONS
+        call = getattr(fn, "_op", fn)  # the operator itself, without OpOverload.__call__'s frame
 
         def run(env: dict, poison: bool) -> None:
-            result = fn(*args(env), **kwargs(env))
-            self._bind(bind, result, env)
+            result = call(*args(env), **kwargs(env))
+            if isinstance(bind, dict) and type(result) is torch.Tensor:
+                env.setdefault(bind["ref"], result)  # one tensor (an in-place operator's is already bound)
+            else:
+                self._bind(bind, result, env)
             if poison and allocates and isinstance(result, torch.Tensor) and result.is_floating_point():
                 result.fill_(float("nan"))
                 self.poisoned.add(result.untyped_storage().data_ptr())
@@ -133,32 +137,52 @@ class Replay:
 
     def _launch_step(self, index: int, kernel, step: dict):
         args = self._compiler(step["args"])
-        configs = [(tuple(c["grid"]), self._compiler_kwargs(c["kwargs"]), dict(c["options"])) for c in step["configs"]]
+        # Per configuration, the keyword arguments of Triton's launch (grid, constexprs, options) in one
+        # function of the run's tensors: a dict made once when none of them is a tensor.
+        configs = [self._compiler_kwargs({**c["kwargs"], **c["options"]}, grid=tuple(c["grid"]), warmup=False)
+                   for c in step["configs"]]
         launch = kernel.run
+        single = configs[0] if len(configs) == 1 else None
 
         def run(env: dict, poison: bool) -> None:
             values = args(env)
+            if single is not None:
+                launch(*values, **single(env))
+                return
             choice = self.chosen.get(index)
             if choice is None:
-                choice = self._autotune(kernel, step, values, env) if len(configs) > 1 else 0
+                choice = self._autotune(kernel, step, values, env)
                 self.chosen[index] = choice
-            grid, kwargs, options = configs[choice]
-            launch(*values, grid=grid, warmup=False, **kwargs(env), **options)
+            launch(*values, **configs[choice](env))
 
         return run
 
-    def _compiler_kwargs(self, tree: dict):
-        names = list(tree)
-        values = self._compiler([tree[n] for n in names])
-        if not names:
-            return lambda env: {}
-        return lambda env: dict(zip(names, values(env)))
+    def _compiler_kwargs(self, tree: dict, **fixed):
+        """Keyword arguments: `fixed` ones are plain values already; a dict of constants is built once."""
+        static = {n: self._decode(v, {}) for n, v in tree.items() if not refs_in(v)}
+        dynamic = [(n, self._compiler(v)) for n, v in tree.items() if refs_in(v)]
+        if not dynamic:
+            static.update(fixed)
+            return lambda env: static
+        return lambda env: {**static, **{n: part(env) for n, part in dynamic}, **fixed}
 
     def _compiler(self, tree):
-        """A function of the run's tensors that makes `tree`'s value (constants decoded once)."""
+        """A function of the run's tensors that makes `tree`'s value (constants decoded once). A list is a
+        template of its constants with the run's tensors put in their places: one copy per call."""
         if isinstance(tree, list):
-            parts = [self._compiler(t) for t in tree]
-            return lambda env: [part(env) for part in parts]
+            template = [None if refs_in(t) else self._decode(t, {}) for t in tree]
+            slots = [(i, t["ref"]) for i, t in enumerate(tree) if isinstance(t, dict) and "ref" in t]
+            nested = [(i, self._compiler(t)) for i, t in enumerate(tree)
+                      if refs_in(t) and not (isinstance(t, dict) and "ref" in t)]
+
+            def build(env):
+                value = list(template)
+                for i, ref in slots:
+                    value[i] = env[ref]
+                for i, part in nested:
+                    value[i] = part(env)
+                return value
+            return build
         if isinstance(tree, dict) and "ref" in tree:
             ref = tree["ref"]
             return lambda env: env[ref]

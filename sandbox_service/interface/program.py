@@ -143,6 +143,8 @@ def _launch(step: dict, kernels: dict, defined: set[int], what: str) -> None:
             raise ProgramError(f"{what}: keyword arguments must be objects")
         for name, value in config["kwargs"].items():
             _ident(name, f"{what}: argument name")
+            if name in LAUNCH_OPTIONS or name in ("grid", "warmup") or name in config["options"]:
+                raise ProgramError(f"{what}: argument {name} is a name the launch itself takes")
             _walk(value, set(), budget, what, defined)
         for name, value in config["options"].items():
             if name not in LAUNCH_OPTIONS:

@@ -269,3 +269,16 @@ def test_a_jailed_cuda_candidate_compiles_through_the_builder_and_cannot_escape(
     caught = run_isolated(REFERENCE, escape, OPTIONS, gpu_lane)
     assert caught.status == Status.CHEAT and "jail-denied-syscall" in {v.rule for v in caught.violations}, caught
     assert evaluate(REFERENCE, CORRECT, OPTIONS, gpu_lane).status == Status.OK
+
+
+def test_seeding_makes_the_same_inputs_as_torch_manual_seed():
+    """harness.seed_everything's fast path (CUDA up) leaves every generator as torch.manual_seed does."""
+    import torch
+
+    from sandbox_service.worker import harness
+
+    torch.cuda.init()
+    torch.manual_seed(1234)
+    expected = (torch.randn(64, device="cuda"), torch.randn(64))
+    harness.seed_everything(1234)
+    assert torch.equal(torch.randn(64, device="cuda"), expected[0]) and torch.equal(torch.randn(64), expected[1])

@@ -38,6 +38,8 @@ def test_a_traced_program_passes():
     (lambda p: p["sets"][0]["steps"][0].update(args=[{"ref": 0, "x": 1}]), "tagged value"),
     (lambda p: p["kernels"]["copy"]["globals"].update(os={"object": "os"}), "module, kernel, constant"),
     (lambda p: p.update(extra=1), "exactly kernels"),
+    (lambda p: p["sets"][0]["steps"][1]["configs"][0]["kwargs"].update(grid=[1]), "a name the launch itself takes"),
+    (lambda p: p["sets"][0]["steps"][1]["configs"][0]["kwargs"].update(num_warps=8), "a name the launch itself"),
 ])
 def test_a_malformed_program_is_refused(edit, why):
     with pytest.raises(ProgramError, match=why):
