@@ -31,6 +31,7 @@ from sandbox_service.convert import (
     validate_options_from_pb, validation_to_pb,
 )
 from sandbox_service.devices import BackendInfo, resolve_backend
+from sandbox_service.fanout import FanoutServer, lane_server_args, log_level_name
 from sandbox_service.options import EvalOptions
 from sandbox_service.results import EvalResult, Status
 from sandbox_service.verifier.llm_judge import JudgeConfig, OpenAIChatJudge
@@ -228,13 +229,18 @@ class SandboxServer:
         )
         self.health = health.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self._grpc)
-        self.port = self._grpc.add_insecure_port(f"{config.host}:{config.port}")
+        # `unix:PATH` listens on a Unix socket (a lane server behind fanout.FanoutServer), otherwise HOST:PORT.
+        self._unix = config.host.startswith("unix:")
+        bind = config.host if self._unix else f"{config.host}:{config.port}"
+        self.port = self._grpc.add_insecure_port(bind)
         if self.port == 0:
-            raise RuntimeError(f"could not bind {config.host}:{config.port}")
+            raise RuntimeError(f"could not bind {bind}")
         self._stopped = threading.Event()
 
     @property
     def address(self) -> str:
+        if self._unix:
+            return self.config.host
         host = "127.0.0.1" if self.config.host in ("0.0.0.0", "::", "[::]") else self.config.host
         return f"{host}:{self.port}"
 
@@ -260,8 +266,17 @@ class SandboxServer:
         self._stopped.wait()
 
 
+def make_server(config: ServerConfig) -> SandboxServer | FanoutServer:
+    """One process for one lane (a GPU, or the interpreter); for several GPUs a front over one lane server
+    process per GPU (fanout.py: one process's GIL would cap the host)."""
+    info = resolve_backend(config.backend, list(config.gpus) or None)
+    if info.backend == "cuda" and len(info.gpus) > 1 and not config.host.startswith("unix:"):
+        return FanoutServer(config.host, config.port, info, lane_server_args(config), log_level_name(), config.grace_s)
+    return SandboxServer(config)
+
+
 def serve_forever(config: ServerConfig, ready_file: Path | None = None, exit_on_stdin_eof: bool = False) -> int:
-    server = SandboxServer(config).start()
+    server = make_server(config).start()
     if ready_file is not None:
         tmp = ready_file.with_suffix(".tmp")
         tmp.write_text(json.dumps({"address": server.address, "port": server.port, "backend": server.info.backend}))
