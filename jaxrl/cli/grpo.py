@@ -89,7 +89,7 @@ def _train(config: Config, run_dir: Path, mesh: Any, tokenizer: Any, tasks: list
            scorer: SandboxScorer | None) -> int:
     """The training itself, once the inputs are checked and the sandbox answers (None: not process 0)."""
     settings = config.grpo
-    checkpointer, graphdef, state, shardings, position, resumed = start_training(
+    checkpointer, graphdef, state, shardings, position, resumed, meta = start_training(
         config, run_dir, model_config, optimizer, mesh, settings.seed
     )
     ref_params = None
@@ -105,7 +105,8 @@ def _train(config: Config, run_dir: Path, mesh: Any, tokenizer: Any, tasks: list
 
     sampler = Sampler(model_from_state(graphdef, state), tokenizer, SamplerConfig.from_section(config.sampling),
                       mesh=mesh)
-    done_steps = int(state.step) // settings.num_iterations
+    # GRPO's own count: a step whose groups all had zero advantage made no update (the optimizer's did not move).
+    done_steps = int(meta.get("grpo_step", int(state.step) // settings.num_iterations))
     logger = MetricsLogger(run_dir, start_step=done_steps, enabled=jax.process_index() == 0)
     rollout_logger = RolloutLogger(run_dir, start_step=done_steps, log_completions=settings.log_completions,
                                    enabled=jax.process_index() == 0)
@@ -136,7 +137,7 @@ def _train(config: Config, run_dir: Path, mesh: Any, tokenizer: Any, tasks: list
         rollout_logger=rollout_logger,
     )
     try:
-        state, position = loop.run(state, position)
+        state, position = loop.run(state, position, done_steps)
         export_policy(config, model_from_state(graphdef, state), model_config, run_dir, tokenizer)
     finally:
         logger.close()

@@ -46,7 +46,7 @@ def run(config: Config) -> int:
     optimizer, schedule = make_optimizer(config.optim, total_steps)
     model_config = policy_config(config.model, tokenizer)
 
-    checkpointer, graphdef, state, shardings, position, _ = start_training(
+    checkpointer, graphdef, state, shardings, position, _, _ = start_training(
         config, run_dir, model_config, optimizer, mesh, settings.seed
     )
     if jax.process_index() == 0:

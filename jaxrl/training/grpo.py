@@ -421,9 +421,12 @@ class GRPOLoop:
             raise ValueError(f"micro_batch_rows ({self.settings.micro_batch_rows}) must be a multiple of the mesh's "
                              f"batch devices ({batch_devices})")
 
-    def run(self, state: TrainState, position: DataPosition) -> tuple[TrainState, DataPosition]:
+    def run(self, state: TrainState, position: DataPosition, done_steps: int | None = None
+            ) -> tuple[TrainState, DataPosition]:
+        """Steps `done_steps` (default: what the optimizer's count implies) to `total_steps`. Checkpoints are
+        numbered by GRPO step, which a step without an update still advances."""
         s = self.settings
-        step = int(state.step) // s.num_iterations
+        step = int(state.step) // s.num_iterations if done_steps is None else done_steps
         bar = tqdm(total=s.total_steps, initial=step, desc="grpo", dynamic_ncols=True,
                    disable=not self.progress or jax.process_index() != 0)
         try:
@@ -437,7 +440,7 @@ class GRPOLoop:
                     self.logger.log(step, values)
                 due = step == s.total_steps or (s.checkpoint_every and step % s.checkpoint_every == 0)
                 if self.checkpointer is not None and due:
-                    self.checkpointer.save(int(state.step), state,
+                    self.checkpointer.save(step, state,
                                            {"data_position": position.to_dict(), "kind": "grpo", "grpo_step": step})
         finally:
             bar.close()

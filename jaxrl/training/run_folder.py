@@ -23,7 +23,8 @@ EXPORT_DIR = "hf"
 
 
 class TrainStart(NamedTuple):
-    """What a training run starts from; `resumed` tells a restored checkpoint from a fresh policy."""
+    """What a training run starts from; `resumed` tells a restored checkpoint from a fresh policy, whose
+    metadata (`meta`: what the loop saved with it, e.g. GRPO's own step count) is empty."""
 
     checkpointer: Checkpointer
     graphdef: Any
@@ -31,6 +32,7 @@ class TrainStart(NamedTuple):
     shardings: Any
     position: DataPosition
     resumed: bool
+    meta: dict
 
 
 def start_training(config: Config, run_dir: Path, model_config: ModelConfig, optimizer, mesh, seed: int) -> TrainStart:
@@ -43,7 +45,7 @@ def start_training(config: Config, run_dir: Path, model_config: ModelConfig, opt
     if latest is None:
         model = load_policy(config.model, model_config, mesh, seed=seed)
         graphdef, state, shardings = init_train_state(model, optimizer, mesh, seed)
-        return TrainStart(checkpointer, graphdef, state, shardings, DataPosition(), resumed=False)
+        return TrainStart(checkpointer, graphdef, state, shardings, DataPosition(), resumed=False, meta={})
     if not config.checkpoint.resume:
         raise ConfigError(f"{run_dir} already has checkpoints (step {latest}); pick another run.name or resume")
     graphdef, target, shardings = abstract_train_state(model_config, optimizer, mesh)
@@ -52,7 +54,7 @@ def start_training(config: Config, run_dir: Path, model_config: ModelConfig, opt
     if jax.process_index() == 0:
         print(f"resuming {run_dir} from its checkpoint at step {latest} (data: epoch {position.epoch}, example "
               f"{position.index})", file=sys.stderr, flush=True)
-    return TrainStart(checkpointer, graphdef, state, shardings, position, resumed=True)
+    return TrainStart(checkpointer, graphdef, state, shardings, position, resumed=True, meta=dict(meta))
 
 
 def export_policy(config: Config, model, model_config: ModelConfig, run_dir: Path, tokenizer: Any) -> None:

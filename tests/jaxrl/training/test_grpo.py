@@ -171,3 +171,32 @@ def test_eight_devices_match_one_device():
     assert v8["train/loss"] == pytest.approx(v1["train/loss"], rel=1e-4, abs=1e-6)
     for a, b in zip(jax.tree.leaves(p1), jax.tree.leaves(p8)):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
+
+
+def test_a_resumed_run_does_not_repeat_a_step_that_made_no_update(tmp_path):
+    """With dynamic sampling, a step whose groups all have zero advantage makes no update (the optimizer's
+    count stays); the checkpoint carries GRPO's own count, so a resumed run goes on after it."""
+    import dataclasses
+
+    from jaxrl.training.checkpointing import Checkpointer
+
+    calls = []
+
+    def same_reward(task, completion):
+        calls.append(task.key)
+        return ok()
+
+    mesh = shd.single_device_mesh()
+    loop, state = make_loop(mesh, FunctionScorer(same_reward), steps=1, dynamic=True, rounds=1)
+    loop.settings = dataclasses.replace(loop.settings, checkpoint_every=1)
+    loop.checkpointer = Checkpointer(tmp_path)
+    state, position = loop.run(state, DataPosition())
+    assert int(state.step) == 0 and loop.checkpointer.latest_step() == 1
+    first_calls = len(calls)
+
+    restored, meta = loop.checkpointer.restore(state)
+    loop.settings = dataclasses.replace(loop.settings, total_steps=2)
+    loop.run(restored, DataPosition.from_dict(meta["data_position"]), meta["grpo_step"])
+    assert len(calls) == 2 * first_calls  # one more step, not two
+    assert loop.checkpointer.latest_step() == 2
+    loop.checkpointer.close()
