@@ -107,3 +107,24 @@ def test_lane_servers_get_the_fronts_settings_but_not_where_it_listens():
     assert flags["--backend"] == "cuda" and flags["--llm-judge-url"] == "http://judge:8000/v1"
     assert flags["--llm-judge-key-env"] == "KEY" and "--host" not in flags and "--port" not in flags
     assert "--warm" not in flags  # unset settings keep the lane server's defaults
+
+
+@pytest.mark.gpu
+def test_two_gpus_get_a_lane_server_each_and_time_candidates():
+    import torch
+
+    from sandbox_service.server import make_server
+
+    if torch.cuda.device_count() < 2:
+        pytest.skip("needs two GPUs")
+    server = make_server(ServerConfig(port=0, backend="cuda", gpus=(0, 1), workers=2, queue_capacity=8)).start()
+    try:
+        assert isinstance(server, FanoutServer) and len(server.lanes.links) == 2
+        with SandboxClient([server.address]) as client:
+            results = dict(client.evaluate_many([Pair(REFERENCE, CORRECT, EvalOptions(trials=2, timing_runs=20))] * 4))
+            info = client.server_info()[0]
+        assert all(r.status == Status.OK and r.speedup is not None for r in results.values())
+        assert len(info.devices) == 2 and info.workers == 4
+        assert all(done > 0 for done in lane_done(server))
+    finally:
+        server.stop()
