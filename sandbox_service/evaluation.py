@@ -1,10 +1,10 @@
 """One evaluation, orchestrated from the trusted side: layers, processes, messages, verdict.
 
-    format (here) -> static (here) -> judge: prepare the reference (cached per task)
-                                   -> candidate process: inputs fingerprinted, ModelNew, trials under the
-                                      runtime monitor, each trial's outputs handed to the judge, which compares
-                                   -> timing: the candidate timed with the GPU to itself (every other process of
-                                      the lane frozen); the reference's time comes from the judge's cache
+    format, static (a screen worker) -> judge: prepare the reference (cached per task)
+                                     -> candidate process: inputs fingerprinted, ModelNew, trials under the
+                                        runtime monitor, each trial's outputs handed to the judge, which compares
+                                     -> timing: the candidate timed with the GPU to itself (every other process of
+                                        the lane frozen); the reference's time comes from the judge's cache
 
 Every failure maps to one status. What the candidate causes (crash, hang, memory, garbage on the channel)
 is charged to the candidate; only what happens before its code runs, in the judge, or inside the sandbox is
@@ -32,10 +32,9 @@ from sandbox_service.jail import DENIED_SYSCALL_SIGNAL, JAIL_RULES
 from sandbox_service.lane import EXECUTOR_JOBS, TIMING_INPUT_BYTES, Lane, reference_key
 from sandbox_service.options import EvalOptions, InputSet
 from sandbox_service.results import EvalResult, LayerResult, Outcome, Status, TimingStats, Violation, truncate
-from sandbox_service.verifier.format import check_format
 from sandbox_service.verifier.llm_judge import Judge, JudgeVerdict
 from sandbox_service.verifier.runtime import RUNTIME_RULES
-from sandbox_service.verifier.static_rules import check_static
+from sandbox_service.verifier.screen_pool import ScreenFailure, ScreenPool
 from sandbox_service.worker import messages as schema
 from sandbox_service.worker import protocol
 from sandbox_service.worker.conversation import STREAM_EVENTS, Cancelled, Deadline, MessageStream
@@ -46,10 +45,6 @@ from sandbox_service.worker.zygote import ChildStartError
 log = logging.getLogger(__name__)
 
 COMPARE_TIMEOUT_S = 120.0
-# CPython 3.11's ast module is not thread-safe: two threads parsing at once can fail with "SystemError: AST
-# constructor recursion depth mismatch" (python/cpython#106905), which made concurrent evaluations come back
-# as infra_error under load. The screens parse the candidate, so they run one at a time (milliseconds each).
-_SCREEN_LOCK = threading.Lock()
 REFERENCE_TIMING_TIMEOUT_S = 600.0
 MEMORY_WAITS_S = (2.0, 5.0, 10.0, 20.0)  # between tries of a judge out of GPU memory (load, not a verdict)
 MAX_BUILDS = 64  # trusted launcher builds (and cubins) per evaluation; beyond, a runtime error
@@ -278,10 +273,11 @@ def evaluate(
     cancel: threading.Event | None = None,
     input_sets: Sequence[InputSet] = (),
 ) -> EvalResult:
-    """All layers: format and static screens here, then the processes (runtime, correctness, timing)."""
+    """All layers: the format and static screens in the lane's screen workers, then the processes (runtime,
+    correctness, timing)."""
 
     def run(result: EvalResult) -> None:
-        code = _screen_source(reference_source, candidate_source, options, result)
+        code = _screen_source(reference_source, candidate_source, options, result, lane.screens)
         if code is None:
             return
         review = _JudgeReview.start(lane.llm_judge, reference_source, code, options) if lane.llm_judge else None
@@ -375,33 +371,36 @@ def _finalized(run, options: EvalOptions, lane: Lane, input_sets: Sequence[Input
     return result
 
 
-def _screen_source(reference_source: str, candidate_source: str, options: EvalOptions, result: EvalResult) -> str | None:
-    """Format and static layers, on text only. Returns the code to run, or None when rejected."""
-    with _SCREEN_LOCK:
-        return _screen_source_locked(reference_source, candidate_source, options, result)
-
-
-def _screen_source_locked(reference_source: str, candidate_source: str, options: EvalOptions,
-                          result: EvalResult) -> str | None:
-    t = time.monotonic()
-    fmt = check_format(candidate_source, options.candidate_format, options.max_source_bytes)
-    if fmt.violations:
-        result.violations += fmt.violations
-        _layer(result, "format", Outcome.FAILED, t, fmt.violations[0].message)
+def _screen_source(reference_source: str, candidate_source: str, options: EvalOptions, result: EvalResult,
+                   screens: ScreenPool) -> str | None:
+    """Format and static layers, on text only, in a screen worker process (the server's threads neither parse
+    nor analyse: verifier/screen_pool.py says why). Returns the code to run, or None when rejected."""
+    try:
+        screened = screens.screen(candidate_source, reference_source, options)
+    except ScreenFailure as exc:
+        log.error("the source screens failed: %s", exc)
+        result.status, result.error = Status.INFRA_ERROR, truncate(f"the source screens failed: {exc}")
+        return None
+    if screened.format_violations:
+        result.violations += screened.format_violations
+        _screen_layer(result, "format", Outcome.FAILED, screened.format_s, screened.format_violations[0].message)
         result.status = Status.FORMAT_ERROR
         return None
-    _layer(result, "format", Outcome.PASSED, t)
+    _screen_layer(result, "format", Outcome.PASSED, screened.format_s)
 
-    t = time.monotonic()
-    static = check_static(fmt.code, options.policy, reference_source)
+    static = screened.static_violations or []
     if static:
         result.violations += static
-        _layer(result, "static", Outcome.FAILED, t, "; ".join(v.rule for v in static))
+        _screen_layer(result, "static", Outcome.FAILED, screened.static_s, "; ".join(v.rule for v in static))
         result.status = Status.CHEAT
         return None
-    _layer(result, "static", Outcome.PASSED, t)
+    _screen_layer(result, "static", Outcome.PASSED, screened.static_s)
     result.valid = True
-    return fmt.code
+    return screened.code
+
+
+def _screen_layer(result: EvalResult, name: str, outcome: Outcome, duration_s: float, detail: str = "") -> None:
+    result.layers.append(LayerResult(name, outcome, round(duration_s, 6), truncate(detail, 500)))
 
 
 class _Evaluation:

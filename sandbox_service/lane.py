@@ -7,7 +7,8 @@
                               --fork--> builder (long-lived, trusted: Triton's C launchers, CUDA only)
 
 Plus the lane's timing gate (timing has the GPU alone; every other untrusted process of the lane is
-frozen meanwhile), its GPU memory budget and the optional LLM judge.
+frozen meanwhile), its GPU memory budget, the optional LLM judge and the screen workers that run the format
+and static layers (verifier/screen_pool.py: the server's, shared by its lanes, or the lane's own).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from sandbox_service.jail import shared_writable
 from sandbox_service.jail.privileges import make_undumpable
 from sandbox_service.options import InputSet
 from sandbox_service.verifier.llm_judge import Judge as LLMJudge
+from sandbox_service.verifier.screen_pool import ScreenPool
 from sandbox_service.worker.pool import READY_TIMEOUT_S, CandidatePool, Freezer, MemoryBudget, TimingGate
 from sandbox_service.worker.process import Child, ChildSpec
 from sandbox_service.worker.service import ServiceFailure, ServiceProcess
@@ -79,6 +81,7 @@ class LaneConfig:
     gpu_memory_bytes: int = 0  # 0: no GPU memory budget (the interpreter)
     llm_judge: LLMJudge | None = None
     design: str = EXECUTOR_DESIGN
+    screens: ScreenPool | None = None  # shared with other lanes (the scheduler's); None: the lane has its own
 
 
 def _device_properties(backend: str, gpu: int | None) -> dict:
@@ -105,6 +108,9 @@ class Lane:
         self.gpu = config.gpu
         self.work_root = config.work_root
         self.llm_judge = config.llm_judge
+        # The format and static layers' processes, started on first use when the lane has its own.
+        self.screens = config.screens or ScreenPool()
+        self._owns_screens = config.screens is None
         make_undumpable()  # the server's pipes and memory stay out of reach of same-user processes (jail/privileges.py)
         for shared in shared_writable(config.backend):
             if Path(config.work_root).resolve().is_relative_to(Path(shared).resolve()):
@@ -153,7 +159,8 @@ class Lane:
 
     @classmethod
     def create(cls, backend: str, gpu: int | None, warm: int, work_root: Path, llm_judge: LLMJudge | None = None,
-               judges: int | None = None, gpu_memory_fraction: float = 0.9, design: str | None = None) -> Lane:
+               judges: int | None = None, gpu_memory_fraction: float = 0.9, design: str | None = None,
+               screens: ScreenPool | None = None) -> Lane:
         """A lane whose GPU memory budget is `gpu_memory_fraction` of the device, or what is free now if less
         (a trainer on the same GPU holds its share); no budget on the interpreter."""
         memory = 0
@@ -165,7 +172,8 @@ class Lane:
         starting = int(os.environ.get(CONTEXT_STARTS_ENV) or CONTEXT_STARTS)
         return cls(LaneConfig(backend, gpu, Path(work_root), warm=warm, starting=starting,
                               judges=judges or (8 if backend == "cuda" else 1), gpu_memory_bytes=memory,
-                              llm_judge=llm_judge, design=design or os.environ.get(DESIGN_ENV) or EXECUTOR_DESIGN))
+                              llm_judge=llm_judge, design=design or os.environ.get(DESIGN_ENV) or EXECUTOR_DESIGN,
+                              screens=screens))
 
     # -- processes -----------------------------------------------------------------------------
     def spawn(self, role: str) -> Child:
@@ -316,3 +324,5 @@ class Lane:
         if self.builder is not None:
             self.builder.close()
         self.zygote.close()
+        if self._owns_screens:
+            self.screens.close()

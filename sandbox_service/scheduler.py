@@ -31,6 +31,7 @@ from sandbox_service.results import (
 )
 from sandbox_service.validation import validate, validate_batch
 from sandbox_service.verifier.llm_judge import Judge
+from sandbox_service.verifier.screen_pool import ScreenPool
 
 log = logging.getLogger(__name__)
 
@@ -122,8 +123,10 @@ class Scheduler:
         # Ready processes hide a fork and a CUDA context (about a second) behind the evaluations in flight.
         warm = 2 * config.workers_per_lane if config.warm_per_lane is None else config.warm_per_lane
         devices = config.gpus if config.backend == "cuda" else (None,)
+        # One pool of screen workers (format and static layers) for the whole server: they start with it.
+        self.screens = ScreenPool().start()
         self.lanes = [Lane.create(config.backend, gpu, warm, self.work_root, config.judge, config.judges_per_lane,
-                                  config.gpu_memory_fraction) for gpu in devices]
+                                  config.gpu_memory_fraction, screens=self.screens) for gpu in devices]
         self._queue: queue.Queue = queue.Queue(maxsize=config.queue_capacity)
         self._lock = threading.Lock()
         self._accepting = True
@@ -221,6 +224,7 @@ class Scheduler:
             thread.join(timeout=15)
         for lane in self.lanes:
             lane.close()
+        self.screens.close()
         if self._owned_root:
             shutil.rmtree(self.work_root, ignore_errors=True)
 

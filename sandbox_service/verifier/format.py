@@ -1,6 +1,6 @@
 """Layer 1, format: find the candidate code and check that it is a Triton answer at all.
 
-Runs in the trusted server process on source text only; nothing is executed.
+Runs in a screen worker process of the server (screen_pool.py) on source text only; nothing is executed.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Layer 2, static: AST rules on the candidate source, in the trusted parent process; nothing is executed.
+"""Layer 2, static: AST rules on the candidate source, in a trusted screen worker (screen_pool.py); nothing runs.
 
 `check_static` follows what `ModelNew.forward` calls inside the candidate module (helpers, methods,
 modules it owns, autograd Functions, lambdas), tracking which names hold input tensors, tensors,

@@ -27,12 +27,16 @@ class ProtocolError(ValueError):
     """A frame that is not a well-formed message: too large, not JSON, or not an object."""
 
 
-def send(fd: int, message: dict[str, Any]) -> None:
+def frame(message: dict[str, Any], max_bytes: int = MAX_MESSAGE_BYTES) -> bytes:
+    """The message as one frame: its length, then its JSON."""
     data = json.dumps(message, separators=(",", ":")).encode()
-    if len(data) > MAX_MESSAGE_BYTES:
-        raise ProtocolError(f"message of {len(data)} bytes exceeds {MAX_MESSAGE_BYTES}")
-    payload = _HEADER.pack(len(data)) + data
-    view = memoryview(payload)
+    if len(data) > max_bytes:
+        raise ProtocolError(f"message of {len(data)} bytes exceeds {max_bytes}")
+    return _HEADER.pack(len(data)) + data
+
+
+def send(fd: int, message: dict[str, Any], max_bytes: int = MAX_MESSAGE_BYTES) -> None:
+    view = memoryview(frame(message, max_bytes))
     while view:
         written = os.write(fd, view)
         view = view[written:]
