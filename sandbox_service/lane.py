@@ -177,14 +177,15 @@ class Lane:
 
     # -- processes -----------------------------------------------------------------------------
     def spawn(self, role: str) -> Child:
-        """A fresh jailed process (candidate, executor, validator or inductor). Those that use the GPU are frozen
-        whenever another one is timed: from the fork on, or, for a CUDA executor, once it has made its CUDA
-        context (driver work that need not stop while another process is timed) and before it launches a
-        kernel (child_main._warm_up). A candidate's own process has no GPU and is never frozen."""
+        """A fresh jailed process (candidate, tracer, executor, validator or inductor), frozen whenever another
+        one is timed: from the fork on, or, for a CUDA executor, once it has made its CUDA context (driver work
+        that need not stop while another process is timed) and before it launches a kernel
+        (child_main._warm_up). A tracer has no GPU, but it runs the candidate's Python: left running, the
+        tracers' CPU would slow the timed runs' launches (measured on an H100: RL-sized candidates' times
+        1.27x the in-process design's, whose other candidates were all frozen), and a candidate could do so
+        on purpose."""
         spec = self._candidate_spec if role == CANDIDATE else dataclasses.replace(self._candidate_spec, role=role)
         child = self.zygote.spawn(spec, on_close=self.freezer.unregister)
-        if role == TRACER:
-            return child
         if role not in (CANDIDATE, EXECUTOR) or self.backend != "cuda":
             self.freezer.register(child)
             return child

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 
 from sandbox_cases import CORRECT, FAST, INCORRECT, REFERENCE
 from sandbox_service.evaluation import evaluate
@@ -48,3 +49,24 @@ def test_a_killed_judge_is_restarted_and_trusts_nothing_from_before(cpu_lane):
     assert judge.generation == generation + 1
     stats = _judge_stats(cpu_lane)["counts"]
     assert stats.get("prepare_miss", 0) >= 1  # the new judge computed the reference again
+
+
+def test_tracers_are_frozen_while_another_evaluation_is_timed(cpu_lane):
+    """A tracer runs the candidate's Python: it stops while a timed run has the machine (its CPU would slow
+    the timed launches), and runs again after."""
+    tracer = cpu_lane.candidates.acquire()
+    try:
+        with cpu_lane.freezer.others_frozen(keep=None):
+            assert _state(tracer.pid) == "T"
+        assert _state(tracer.pid) != "T"
+    finally:
+        tracer.close()
+
+
+def _state(pid: int) -> str:
+    deadline = time.monotonic() + 5
+    while True:  # a signal takes effect asynchronously
+        state = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0]
+        if state in ("T", "t") or time.monotonic() > deadline:
+            return "T" if state in ("T", "t") else state
+        time.sleep(0.01)
