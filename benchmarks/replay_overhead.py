@@ -5,7 +5,7 @@ tracer traces it (a CPU-only subprocess), then, in this process on the GPU, time
 (KernelBench's method: CUDA events, L2 flush, a synchronisation before every run) as
 - `forward`: the candidate's own ModelNew on the same inputs every run (the in-process design's figure);
 - `replay`: the executor's Replay of the program, same inputs;
-- `replay_fresh`: the replay with fresh inputs for every run, made in chunks as the executor makes them
+- `replay_fresh`: the replay with fresh inputs for every run, made just before it as the executor makes them
   (runner.TimingInputs), with the wall time of the whole batch and the share of it that making inputs takes;
 - `reference`: the PyTorch reference;
 - `graph`: the replay captured once in a CUDA graph and replayed.
@@ -66,7 +66,7 @@ def main() -> None:
     from sandbox_service.executor import kernels as kernel_module
     from sandbox_service.executor.replay import Replay
     from sandbox_service.executor.runner import TimingInputs
-    from sandbox_service.lane import TIMING_INPUT_BYTES, _device_properties
+    from sandbox_service.lane import _device_properties
     from sandbox_service.options import Policy
     from sandbox_service.worker import harness
 
@@ -87,7 +87,7 @@ def main() -> None:
             model = harness.build_model(candidate, "ModelNew", [], 42, device)
             ref_model = harness.build_model(reference, "Model", [], 42, device)
             inputs = harness.trial_inputs(reference, 1, device)
-            made = TimingInputs(reference, harness.trial_seeds(7, args.runs), device, TIMING_INPUT_BYTES)
+            made = TimingInputs(reference, harness.trial_seeds(7, args.runs), device)
             current = {}
 
             def fresh(i: int) -> None:

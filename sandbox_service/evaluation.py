@@ -29,7 +29,7 @@ from pathlib import Path
 
 from sandbox_service.interface.program import check_program
 from sandbox_service.jail import DENIED_SYSCALL_SIGNAL, JAIL_RULES
-from sandbox_service.lane import EXECUTOR_JOBS, TIMING_INPUT_BYTES, Lane, reference_key
+from sandbox_service.lane import EXECUTOR_JOBS, Lane, reference_key
 from sandbox_service.options import EvalOptions, InputSet
 from sandbox_service.results import EvalResult, LayerResult, Outcome, Status, TimingStats, Violation, truncate
 from sandbox_service.verifier.llm_judge import Judge, JudgeVerdict
@@ -507,8 +507,7 @@ class _Evaluation:
         self.result.device = prepared["device"]
         self.result.degenerate_reference = any(prepared["degenerate"])
         _layer(self.result, "reference", Outcome.PASSED, started)
-        estimate = self.lane.estimate_bytes(prepared["input_bytes"], prepared["output_bytes"],
-                                            self.options.timing_runs if self.timing_check else 0)
+        estimate = self.lane.estimate_bytes(prepared["input_bytes"], prepared["output_bytes"])
         cancelled = (lambda: self.cancel.is_set()) if self.cancel is not None else (lambda: False)
         try:
             with self.lane.memory.reserve(estimate, cancelled):
@@ -667,7 +666,7 @@ class _Evaluation:
         self.outputs_dir = os.path.realpath(outputs)
         job = {**self._job(), "program": program, "folder": str(self.folder),
                "constants_path": str(self.folder / CONSTANTS_FILE), "trial_key": self.lane.trial_key,
-               "timing_check": self.timing_check, "timing_input_bytes": TIMING_INPUT_BYTES}
+               "timing_check": self.timing_check}
         check = schema.Schema(len(self.problem.input_sets) + 1, self.options.trials, self.outputs_dir,
                               self.ipc_min_bytes, timing_check=self.timing_check).check
         executor.receiver.max_bytes = CANDIDATE_FRAME_BYTES

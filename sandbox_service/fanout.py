@@ -43,6 +43,7 @@ log = logging.getLogger(__name__)
 
 START_TIMEOUT_S = 600.0  # a lane server warms its judges and executors (CUDA contexts) before it is ready
 RESTART_DELAY_S = 2.0
+FULL_LANES_WAIT_S = 0.2  # a streamed request every lane server refused (full) tries again after this
 RETRIED_CODES = (grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.UNAVAILABLE)
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["Sandbox"].full_name
 
@@ -186,6 +187,9 @@ class FanoutServicer(pb_grpc.SandboxServicer):
     def __init__(self, lanes: LaneServers, info: BackendInfo):
         self.lanes = lanes
         self.info = info
+        # Room for streamed requests, shared by every stream (as the one-process server's queue is): a stream
+        # is read only while the lanes have room, whatever other streams hold.
+        self.room = threading.BoundedSemaphore(max(1, lanes.capacity))
 
     def call(self, method: str, request, timeout: float | None, on_cancel=None):
         """`method` on the least busy lane server; RESOURCE_EXHAUSTED and UNAVAILABLE move the request on to
@@ -201,6 +205,8 @@ class FanoutServicer(pb_grpc.SandboxServicer):
                 if on_cancel is not None:
                     on_cancel(future.cancel)
                 return future.result()
+            except grpc.FutureCancelledError:
+                raise Forwarded(grpc.StatusCode.CANCELLED, "the caller went away") from None
             except grpc.RpcError as exc:
                 code = exc.code() if hasattr(exc, "code") else grpc.StatusCode.UNKNOWN
                 details = exc.details() if hasattr(exc, "details") else str(exc)
@@ -232,25 +238,36 @@ class FanoutServicer(pb_grpc.SandboxServicer):
     def EvaluateStream(self, request_iterator, context):
         """Read while the lanes have room; one response per request, in completion order."""
         answers: queue.Queue = queue.Queue()
-        room = threading.Semaphore(max(1, self.lanes.capacity))
         pending: list = []
         context.add_callback(lambda: [cancel() for cancel in list(pending)])
 
         def one(request) -> None:
+            """Exactly one answer, whatever happens: lanes that are all full are waited for (load is never
+            an infra_error), a call cancelled with the stream is answered too (nobody reads it)."""
             try:
-                answers.put(self.call("Evaluate", request, None, pending.append))
-            except Forwarded as exc:
-                result = EvalResult(Status.INFRA_ERROR, error=f"{exc.code.name}: {exc.details}")
-                answers.put(pb.EvaluateResponse(request_id=request.request_id, result=result_to_pb(result)))
+                while True:
+                    try:
+                        answers.put(self.call("Evaluate", request, None, pending.append))
+                        return
+                    except Forwarded as exc:
+                        if exc.code == grpc.StatusCode.RESOURCE_EXHAUSTED and context.is_active():
+                            time.sleep(FULL_LANES_WAIT_S)
+                            continue
+                        error = f"{exc.code.name}: {exc.details}"
+                        break
+            except Exception as exc:  # noqa: BLE001 - the stream must get its answer
+                error = f"the front failed: {type(exc).__name__}: {exc}"
             finally:
-                room.release()
+                self.room.release()
+            result = EvalResult(Status.INFRA_ERROR, error=error)
+            answers.put(pb.EvaluateResponse(request_id=request.request_id, result=result_to_pb(result)))
 
         def feed() -> None:
             total = 0
             try:
                 with futures.ThreadPoolExecutor(max(1, self.lanes.capacity), thread_name_prefix="fanout") as pool:
                     for request in request_iterator:
-                        while not room.acquire(timeout=0.2):
+                        while not self.room.acquire(timeout=0.2):
                             if not context.is_active():
                                 return
                         total += 1

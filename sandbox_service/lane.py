@@ -58,9 +58,6 @@ CUDA_CHILD_THREADS = 4
 # Measured on an H100: for 16 MB outputs IPC was slower than files (the judge maps and unmaps every handle).
 IPC_MIN_BYTES = 256 << 20
 JUDGES_PER_TASK = 2
-# GPU memory an executor may fill with timed runs' inputs made ahead (executor/runner.py TimingInputs): RL-sized
-# inputs of 16 MB come in chunks of 16 runs.
-TIMING_INPUT_BYTES = 256 << 20
 CONTEXT_BYTES = 640 << 20
 JUDGE_MEMORY_LIMIT_MB = 96 * 1024
 BUILD_TIMEOUT_S = 120.0
@@ -306,15 +303,14 @@ class Lane:
         sizes = self.problem_sizes.get(key) or self.reference_sizes.get(reference or "")
         return self.memory.total // 2 if sizes is None else self.estimate_bytes(*sizes)
 
-    def estimate_bytes(self, input_bytes: int, output_bytes: int, timed_runs: int = 0) -> int:
+    def estimate_bytes(self, input_bytes: int, output_bytes: int) -> int:
         """GPU memory one evaluation may hold at once: the candidate's context, its pristine and working inputs
         and the allocator's cache of an earlier trial's, its outputs and temporaries, and the judge's inputs
         and expected outputs for the trial it compares (measured: 28.6 GB in the candidate for L1/47's 6.4 GB
-        of inputs per trial); timed, the timed runs' inputs made ahead (TIMING_INPUT_BYTES at most)."""
+        of inputs per trial)."""
         if self.backend != "cuda":
             return 0
-        ahead = min(TIMING_INPUT_BYTES, timed_runs * input_bytes)
-        return CONTEXT_BYTES + 5 * input_bytes + 3 * output_bytes + ahead
+        return CONTEXT_BYTES + 5 * input_bytes + 3 * output_bytes
 
     def close(self) -> None:
         self.candidates.close()

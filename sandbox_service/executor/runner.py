@@ -178,19 +178,11 @@ def run(job: dict, emit: Emit, control: Receiver) -> None:
         ops={},
         violations=list({(v["rule"], v["message"]): v for v in findings}.values()),
     )
-    timed = None
-    if job["timing_check"]:  # the first chunk of the timed runs' inputs while the server waits for the GPU
-        timed = timing_inputs(job, sets[0][1], all_seeds, device)
-        timed.prepare()
     while True:  # orders until `stop`: a reused executor then waits for its next job
         order = control.receive()
-        if order["type"] == "calibrate":  # its own inputs, all made in the batch: never cheaper than the timed one's
+        if order["type"] in ("calibrate", "time"):
             _time_checked(job, emit, control, replays[0], timing_inputs(job, sets[0][1], all_seeds, device),
-                          all_seeds, -1, calibrate=True)
-        elif order["type"] == "time":
-            _time_checked(job, emit, control, replays[0], timed or timing_inputs(job, sets[0][1], all_seeds, device),
-                          all_seeds, int(order.get("checked_run", 0)), calibrate=False)
-            timed = None
+                          all_seeds, int(order.get("checked_run", 0)), calibrate=order["type"] == "calibrate")
         else:
             emit("stopped")  # the last message of this job: the server's reader stops here
             return
@@ -234,41 +226,28 @@ def hand_over(job, emit: Emit, control: Receiver, tensors, set_index: int, trial
 
 
 class TimingInputs:
-    """Fresh inputs for every timed run, made a chunk at a time (as many sets as fit in `budget_bytes`) so
-    that the Python of get_inputs runs between chunks, not right before each timed run, where it would
-    cost the run its caches; the first chunk may be made before the GPU is held (`prepare`)."""
+    """Each timed run's inputs, made from its own seed just before it, once the last run's are gone: no run's
+    inputs exist while another run's kernels (or the untimed warm-up) run, so no run can do another's work
+    ahead, and every run's inputs, the timing check's included, come about the same way (in turn, in the
+    block the last run's left). `ready` holds the one set in use."""
 
-    def __init__(self, reference, seeds: list[int], device: torch.device, budget_bytes: int):
-        self.reference, self.seeds, self.device, self.budget = reference, list(seeds), device, budget_bytes
+    def __init__(self, reference, seeds: list[int], device: torch.device):
+        self.reference, self.seeds, self.device = reference, list(seeds), device
         self.ready: dict[int, list] = {}
-
-    def prepare(self) -> None:
-        self._make(0)
 
     def replace_seed(self, index: int, seed: int) -> None:
         self.seeds[index] = seed
-        if index in self.ready:
-            self.ready[index] = harness.trial_inputs(self.reference, seed, self.device)
 
     def __call__(self, index: int) -> list:
         if index not in self.ready:
-            self._make(index)
-        return self.ready[index]
-
-    def _make(self, start: int) -> None:
-        self.ready.clear()
-        first = harness.trial_inputs(self.reference, self.seeds[start], self.device)
-        self.ready[start] = first
-        size = sum(t.numel() * t.element_size() for t in first if isinstance(t, torch.Tensor))
-        count = max(1, self.budget // max(1, size))
-        for index in range(start + 1, min(len(self.seeds), start + count)):
+            self.ready.clear()
             self.ready[index] = harness.trial_inputs(self.reference, self.seeds[index], self.device)
+        return self.ready[index]
 
 
 def timing_inputs(job: dict, reference, all_seeds: list[int], device: torch.device) -> TimingInputs:
     """The timed runs' inputs: seeds derived from the job's secret-keyed ones, one per run."""
-    run_seeds = harness.trial_seeds(all_seeds[-1], job["timing_runs"], job["trial_key"])
-    return TimingInputs(reference, run_seeds, device, int(job["timing_input_bytes"]))
+    return TimingInputs(reference, harness.trial_seeds(all_seeds[-1], job["timing_runs"], job["trial_key"]), device)
 
 
 def _time_checked(job: dict, emit: Emit, control: Receiver, replay, inputs: TimingInputs, all_seeds: list[int],
@@ -276,24 +255,31 @@ def _time_checked(job: dict, emit: Emit, control: Receiver, replay, inputs: Timi
     """Time the replay on fresh inputs for every run (a kernel cannot serve a run from a cache keyed by its
     inputs); the inputs of run `checked_run` (the server's secret choice) are the timing check's, whose
     outputs the judge compares afterwards, so a kernel that skips work in some runs is caught as often as it
-    skips. `calibrate`: the same batch with nothing run (what the server's clock subtracts)."""
+    skips. Those outputs leave the GPU before the next run (to host memory, out of the kernels' reach), so no
+    later run can write them, and the next run's allocations fall where every run's do.
+    `calibrate`: the same batch with nothing run (what the server's clock subtracts)."""
     if job["timing_check"] and not calibrate:
         inputs.replace_seed(checked_run, all_seeds[-1])
     current: dict = {}
 
     def before_run(index: int) -> None:
+        if "checked" in current and index != checked_run:  # the checked run is over (not just its warm-up)
+            current["checked_host"] = [t.detach().to("cpu", copy=True) for t in current.pop("checked")]
+        current.pop("inputs", None)
         current["inputs"] = inputs(index)
         current["index"] = index
 
     def forward() -> None:
         outputs = replay.run(current["inputs"])
-        if current["index"] == checked_run:
+        if current["index"] == checked_run:  # the warm-up's calls are on run 0's inputs: the last call counts
             current["checked"] = outputs
 
     if calibrate:
         _time(emit, lambda: None, job, "calibrated", before_run)
     elif _time(emit, forward, job, "timing", before_run) and job["timing_check"]:
-        outputs = current["checked"]
+        if "checked_host" not in current:  # the last run was the checked one
+            current["checked_host"] = [t.detach().to("cpu", copy=True) for t in current.pop("checked")]
+        outputs = current["checked_host"]
         hand_over(job, emit, control, outputs, 0, job["trials"], harness.fingerprint([outputs]))
     current.clear()
 

@@ -15,6 +15,7 @@ with a message the candidate's verdict carries.
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import math
 import re
@@ -28,8 +29,8 @@ MAX_SOURCE_CHARS = 200_000  # per kernel
 MAX_TREE_NODES = 4096  # per step's arguments
 MAX_CONFIGS = 64  # autotune alternatives per launch
 LAUNCH_OPTIONS = frozenset({"num_warps", "num_stages", "num_ctas", "maxnreg", "enable_fp_fusion"})
-_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_OP_NAME = re.compile(r"^aten\.[A-Za-z_][A-Za-z0-9_]*\.[A-Za-z_][A-Za-z0-9_]*$")
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_OP_NAME = re.compile(r"aten\.[A-Za-z_][A-Za-z0-9_]*\.[A-Za-z_][A-Za-z0-9_]*")
 # Non-tensor leaves an argument may hold besides numbers, strings, booleans and None.
 TAGS = ("ref", "dtype", "device", "memory_format", "layout", "literal")
 
@@ -52,7 +53,7 @@ class ProgramStats:
 
 
 def _ident(value, what: str) -> str:
-    if not isinstance(value, str) or not _IDENTIFIER.match(value) or len(value) > 200:
+    if not isinstance(value, str) or not _IDENTIFIER.fullmatch(value) or len(value) > 200:
         raise ProgramError(f"{what} is not an identifier: {str(value)[:80]!r}")
     return value
 
@@ -141,10 +142,16 @@ def _launch(step: dict, kernels: dict, defined: set[int], what: str) -> None:
         _grid(config["grid"], what)
         if not isinstance(config["kwargs"], dict) or not isinstance(config["options"], dict):
             raise ProgramError(f"{what}: keyword arguments must be objects")
+        parameters = kernel_parameters(kernels[step["launch"]]["source"])
+        if len(step["args"]) > len(parameters):
+            raise ProgramError(f"{what}: {len(step['args'])} arguments for a kernel of {len(parameters)} parameters")
         for name, value in config["kwargs"].items():
             _ident(name, f"{what}: argument name")
-            if name in LAUNCH_OPTIONS or name in ("grid", "warmup") or name in config["options"]:
-                raise ProgramError(f"{what}: argument {name} is a name the launch itself takes")
+            # Only the kernel's own parameters: Triton's launch takes its compile options as keywords too
+            # (ir_override, extern_libs, debug ...), which would compile something other than the checked kernel.
+            if name not in parameters[len(step["args"]):]:
+                raise ProgramError(f"{what}: argument {name} is not a parameter of kernel {step['launch']} "
+                                   "left after its positional arguments")
             _walk(value, set(), budget, what, defined)
         for name, value in config["options"].items():
             if name not in LAUNCH_OPTIONS:
@@ -157,6 +164,18 @@ def _launch(step: dict, kernels: dict, defined: set[int], what: str) -> None:
             raise ProgramError(f"{what}: {key} must be a list of argument names")
         for name in names:
             _ident(name, f"{what}: {key}")
+
+
+def kernel_parameters(source: str) -> list[str]:
+    """The parameter names of the one `def` a kernel's source holds (kernels.py checks the rest of it)."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError) as exc:
+        raise ProgramError(f"a kernel's source does not parse: {exc}") from None
+    defs = [node for node in tree.body if isinstance(node, ast.FunctionDef)]
+    if len(defs) != 1:
+        raise ProgramError("a kernel's source holds exactly one def")
+    return [a.arg for a in defs[0].args.posonlyargs + defs[0].args.args]
 
 
 def check_program(program) -> ProgramStats:
@@ -231,7 +250,7 @@ def check_program(program) -> ProgramStats:
         for n, step in enumerate(program_set["steps"]):
             where = f"{what}, step {n}"
             if isinstance(step, dict) and set(step) == {"op", "args", "kwargs", "out"}:
-                if not isinstance(step["op"], str) or not _OP_NAME.match(step["op"]):
+                if not isinstance(step["op"], str) or not _OP_NAME.fullmatch(step["op"]):
                     raise ProgramError(f"{where}: not an operator name")
                 budget = [MAX_TREE_NODES]
                 if not isinstance(step["args"], list) or not isinstance(step["kwargs"], dict):

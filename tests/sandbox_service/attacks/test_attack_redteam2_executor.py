@@ -64,7 +64,7 @@ from sandbox_service.executor import runner
 from sandbox_service.executor.replay import Replay
 from sandbox_service.executor.runner import TimingInputs
 from sandbox_service.interface.program import ProgramError, check_program
-from sandbox_service.lane import EXECUTOR_DESIGN, TIMING_INPUT_BYTES
+from sandbox_service.lane import EXECUTOR_DESIGN
 from sandbox_service.options import Policy
 from sandbox_service.results import Status
 from sandbox_service.worker import harness
@@ -156,7 +156,7 @@ def _executor_job(tmp_path: Path, program: dict, state: torch.Tensor, trials: in
             "warmup_runs": 3, "timing_runs": 100, "ipc_min_bytes": None, "remote_build": False,
             "memory_limit_mb": 4096, "file_limit_mb": 65536, "cpu_limit_s": 600, "program": program,
             "folder": str(folder), "constants_path": str(folder / "constants.safetensors"), "trial_key": "lane-secret",
-            "timing_check": True, "timing_input_bytes": TIMING_INPUT_BYTES}
+            "timing_check": True}
 
 
 def _run_executor_job(tmp_path: Path, monkeypatch, checked_run: int, program: dict) -> dict:
@@ -253,11 +253,9 @@ def test_the_checked_run_s_outputs_cannot_be_changed_by_the_runs_after_it(monkey
         def get_inputs():
             return [torch.randn(16, 256)]
 
-    job = {"timing_runs": 100, "warmup_runs": 3, "trial_key": "k", "timing_check": True,
-           "timing_input_bytes": TIMING_INPUT_BYTES, "trials": 2}
+    job = {"timing_runs": 100, "warmup_runs": 3, "trial_key": "k", "timing_check": True, "trials": 2}
     all_seeds = harness.trial_seeds(42, 3, "k")
     timed = runner.timing_inputs(job, Reference, all_seeds, torch.device("cpu"))
-    timed.prepare()
     checked_run, calls = 42, []
     earlier: list[tuple[weakref.ref, weakref.ref]] = []  # every forward's (inputs, outputs), held weakly
 
@@ -297,8 +295,7 @@ def test_the_checked_run_s_inputs_are_made_in_turn_with_the_other_runs():
             cls.made += 1
             return [torch.full((16, 256), float(cls.made))]
 
-    inputs = TimingInputs(Reference, harness.trial_seeds(5, 100, "k"), torch.device("cpu"), TIMING_INPUT_BYTES)
-    inputs.prepare()  # runner.run: after outputs_done, before the server's `time` order
+    inputs = TimingInputs(Reference, harness.trial_seeds(5, 100, "k"), torch.device("cpu"))
     inputs.replace_seed(42, 12345)  # the order's secret checked run
     order = [int(inputs(i)[0][0, 0].item()) for i in range(100)]
     out_of_turn = [i for i in range(1, 100) if order[i] < order[i - 1]]
@@ -316,11 +313,9 @@ def test_no_timed_run_s_inputs_exist_while_the_untimed_warm_up_runs(monkeypatch)
         def get_inputs():
             return [torch.randn(16, 256)]
 
-    job = {"timing_runs": 100, "warmup_runs": 3, "trial_key": "k", "timing_check": True,
-           "timing_input_bytes": TIMING_INPUT_BYTES, "trials": 2}
+    job = {"timing_runs": 100, "warmup_runs": 3, "trial_key": "k", "timing_check": True, "trials": 2}
     all_seeds = harness.trial_seeds(42, 3, "k")
     timed = runner.timing_inputs(job, Reference, all_seeds, torch.device("cpu"))
-    timed.prepare()  # runner.run, before the `time` order
     phase = {"warm-up": False}
     alive_in_warm_up: set[int] = set()
 
@@ -361,14 +356,12 @@ def test_the_empty_batch_makes_no_more_inputs_than_the_timed_batch(interpreter, 
             cls.made += 1
             return [torch.randn(16, 256)]
 
-    job = {"timing_runs": 100, "warmup_runs": 3, "trial_key": "k", "timing_check": True,
-           "timing_input_bytes": TIMING_INPUT_BYTES, "trials": 2}
+    job = {"timing_runs": 100, "warmup_runs": 3, "trial_key": "k", "timing_check": True, "trials": 2}
     all_seeds = harness.trial_seeds(42, 3, "k")
     fake_replay = types.SimpleNamespace(run=lambda inputs: [inputs[0]])
     monkeypatch.setattr(runner, "hand_over", lambda *args, **kwargs: None)
     emit = lambda kind, **fields: None  # noqa: E731
     timed = runner.timing_inputs(job, Reference, all_seeds, torch.device("cpu"))
-    timed.prepare()  # before the `time` order, as runner.run does
     Reference.made = 0
     runner._time_checked(job, emit, None, fake_replay, runner.timing_inputs(job, Reference, all_seeds,
                                                                             torch.device("cpu")),

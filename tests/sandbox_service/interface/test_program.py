@@ -8,7 +8,7 @@ from sandbox_service.interface.program import ProgramError, check_program
 
 META = {"shape": [4, 8], "stride": [8, 1], "dtype": "float32"}
 PROGRAM = {
-    "kernels": {"copy": {"source": "def copy(x, y):\n    pass\n", "globals": {"tl": {"module": "triton.language"}}}},
+    "kernels": {"copy": {"source": "def copy(x, y, BLOCK):\n    pass\n", "globals": {"tl": {"module": "triton.language"}}}},
     "constants": [],
     "sets": [{"inputs": [{"tensor": {"ref": 0, "meta": META}}], "constants": [],
               "steps": [{"op": "aten.empty_like.default", "args": [{"ref": 0}], "kwargs": {}, "out": {"ref": 1}},
@@ -38,8 +38,14 @@ def test_a_traced_program_passes():
     (lambda p: p["sets"][0]["steps"][0].update(args=[{"ref": 0, "x": 1}]), "tagged value"),
     (lambda p: p["kernels"]["copy"]["globals"].update(os={"object": "os"}), "module, kernel, constant"),
     (lambda p: p.update(extra=1), "exactly kernels"),
-    (lambda p: p["sets"][0]["steps"][1]["configs"][0]["kwargs"].update(grid=[1]), "a name the launch itself takes"),
-    (lambda p: p["sets"][0]["steps"][1]["configs"][0]["kwargs"].update(num_warps=8), "a name the launch itself"),
+    (lambda p: p["sets"][0]["steps"][1]["configs"][0]["kwargs"].update(grid=[1]), "not a parameter"),
+    (lambda p: p["sets"][0]["steps"][1]["configs"][0]["kwargs"].update(num_warps=8), "not a parameter"),
+    (lambda p: p["sets"][0]["steps"][1]["configs"][0]["kwargs"].update(ir_override="/tmp/x.ptx"), "not a parameter"),
+    (lambda p: p["sets"][0]["steps"][1]["configs"][0]["kwargs"].update(x=1), "not a parameter"),
+    (lambda p: p["sets"][0]["steps"][1].update(args=[{"ref": 0}] * 4), "arguments for a kernel of 3"),
+    (lambda p: p["kernels"]["copy"].update(source="def copy(x, y, BLOCK):\n    pass\ndef other():\n    pass\n"),
+     "exactly one def"),
+    (lambda p: p["kernels"].update(**{"copy\n": p["kernels"]["copy"]}), "not an identifier"),
 ])
 def test_a_malformed_program_is_refused(edit, why):
     with pytest.raises(ProgramError, match=why):
