@@ -937,7 +937,10 @@ class _Evaluation:
             # not on the candidate: measured once per lane and task (a group of candidates shares it).
             empty_s = self.lane.empty_batch_s.get(self.problem.key)
             if empty_s is None:
-                empty_s = self._timed_order({"type": "calibrate"}, "calibrated", messages, deadline, job)
+                # The timed batch moves the checked run's outputs to the host once: so does the empty one.
+                copy_bytes = int((self.judge.prepared or {}).get("output_bytes", 0))
+                empty_s = self._timed_order({"type": "calibrate", "copy_bytes": copy_bytes}, "calibrated", messages,
+                                            deadline, job)
                 self.lane.empty_batch_s[self.problem.key] = empty_s
             checked_run = secrets.randbelow(self.options.timing_runs)  # the executor alone learns which
             batch_s = self._timed_order({"type": "time", "checked_run": checked_run}, "timing", messages, deadline, job)

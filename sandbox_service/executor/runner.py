@@ -182,7 +182,8 @@ def run(job: dict, emit: Emit, control: Receiver) -> None:
         order = control.receive()
         if order["type"] in ("calibrate", "time"):
             _time_checked(job, emit, control, replays[0], timing_inputs(job, sets[0][1], all_seeds, device),
-                          all_seeds, int(order.get("checked_run", 0)), calibrate=order["type"] == "calibrate")
+                          all_seeds, int(order.get("checked_run", 0)), calibrate=order["type"] == "calibrate",
+                          copy_bytes=int(order.get("copy_bytes", 0)))
         else:
             emit("stopped")  # the last message of this job: the server's reader stops here
             return
@@ -251,16 +252,21 @@ def timing_inputs(job: dict, reference, all_seeds: list[int], device: torch.devi
 
 
 def _time_checked(job: dict, emit: Emit, control: Receiver, replay, inputs: TimingInputs, all_seeds: list[int],
-                  checked_run: int, calibrate: bool) -> None:
+                  checked_run: int, calibrate: bool, copy_bytes: int = 0) -> None:
     """Time the replay on fresh inputs for every run (a kernel cannot serve a run from a cache keyed by its
     inputs); the inputs of run `checked_run` (the server's secret choice) are the timing check's, whose
     outputs the judge compares afterwards, so a kernel that skips work in some runs is caught as often as it
     skips. Those outputs leave the GPU before the next run (to host memory, out of the kernels' reach), so no
     later run can write them, and the next run's allocations fall where every run's do.
-    `calibrate`: the same batch with nothing run (what the server's clock subtracts)."""
+    `calibrate`: the same batch with nothing run (what the server's clock subtracts), moving `copy_bytes`
+    (the task's largest outputs, the server's figure) to the host once, as the timed batch moves the checked
+    run's outputs."""
     if job["timing_check"] and not calibrate:
         inputs.replace_seed(checked_run, all_seeds[-1])
     current: dict = {}
+    if calibrate:
+        checked_run = 0
+        current["checked"] = [torch.empty(max(0, copy_bytes), dtype=torch.uint8, device=inputs.device)]
 
     def before_run(index: int) -> None:
         if "checked" in current and index != checked_run:  # the checked run is over (not just its warm-up)

@@ -45,3 +45,50 @@ def test_the_checked_run_takes_the_judges_seed():
     inputs.replace_seed(4, 12345)
     expected = harness.trial_inputs(Reference, 12345, torch.device("cpu"))[0]
     assert torch.equal(inputs(4)[0], expected)
+
+
+def _time_on_the_cpu(fn, *, warmup, runs, method, before_run=None):
+    """timing.time_cuda's calls in its order, without CUDA."""
+    from sandbox_service import timing
+
+    before_run(0)
+    for _ in range(warmup):
+        fn()
+    for i in range(runs):
+        before_run(i)
+        fn()
+    return timing.summarize([1.0] * runs, method)
+
+
+def test_the_empty_batch_moves_as_many_bytes_to_the_host_as_the_timed_batch(monkeypatch):
+    """The timed batch moves the checked run's outputs off the GPU before the next run (inside the server's
+    clock); the empty batch the server subtracts moves the task's output size once too, or the difference would
+    charge that copy to the candidate's runs (the outside floor)."""
+    import types
+
+    from sandbox_service import timing
+    from sandbox_service.executor import runner
+
+    moved: list[int] = []
+    real_to = torch.Tensor.to
+
+    def to(self, *args, **kwargs):
+        if kwargs.get("copy") and args and str(args[0]) == "cpu":
+            moved.append(self.numel() * self.element_size())
+        return real_to(self, *args, **kwargs)
+
+    monkeypatch.setattr(torch.Tensor, "to", to)
+    monkeypatch.setattr(timing, "time_cuda", _time_on_the_cpu)
+    monkeypatch.setattr(runner, "hand_over", lambda *args, **kwargs: None)
+    job = {"timing_runs": 20, "warmup_runs": 3, "trial_key": "k", "timing_check": True, "trials": 2}
+    seeds = harness.trial_seeds(42, 3, "k")
+    replay = types.SimpleNamespace(run=lambda inputs: [inputs[0] * 2])
+    output_bytes = 16 * 16 * 4
+    runner._time_checked(job, lambda kind, **fields: None, None, replay,
+                         runner.timing_inputs(job, Reference, seeds, torch.device("cpu")), seeds, 7, calibrate=False)
+    timed = list(moved)
+    moved.clear()
+    runner._time_checked(job, lambda kind, **fields: None, None, replay,
+                         runner.timing_inputs(job, Reference, seeds, torch.device("cpu")), seeds, 0, calibrate=True,
+                         copy_bytes=output_bytes)
+    assert timed == [output_bytes] and moved == [output_bytes]
