@@ -20,7 +20,6 @@ import dataclasses
 import itertools
 import json
 import logging
-import queue
 import shutil
 import subprocess
 import sys
@@ -36,6 +35,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from sandbox_service.convert import result_to_pb
 from sandbox_service.devices import BackendInfo
 from sandbox_service.results import EvalResult, Status
+from sandbox_service.streams import AnswerStream
 from tritonrl.sandbox.v1 import sandbox_pb2 as pb
 from tritonrl.sandbox.v1 import sandbox_pb2_grpc as pb_grpc
 
@@ -236,18 +236,17 @@ class FanoutServicer(pb_grpc.SandboxServicer):
         return self._unary("Inductor", request, context)
 
     def EvaluateStream(self, request_iterator, context):
-        """Read while the lanes have room; one response per request, in completion order."""
-        answers: queue.Queue = queue.Queue()
+        """Read while the lanes have room; one response per request, in completion order (streams.AnswerStream)."""
         pending: list = []
         context.add_callback(lambda: [cancel() for cancel in list(pending)])
 
-        def one(request) -> None:
+        def one(stream: AnswerStream, request) -> None:
             """Exactly one answer, whatever happens: lanes that are all full are waited for (load is never
             an infra_error), a call cancelled with the stream is answered too (nobody reads it)."""
             try:
                 while True:
                     try:
-                        answers.put(self.call("Evaluate", request, None, pending.append))
+                        stream.put(self.call("Evaluate", request, None, pending.append))
                         return
                     except Forwarded as exc:
                         if exc.code == grpc.StatusCode.RESOURCE_EXHAUSTED and context.is_active():
@@ -260,32 +259,18 @@ class FanoutServicer(pb_grpc.SandboxServicer):
             finally:
                 self.room.release()
             result = EvalResult(Status.INFRA_ERROR, error=error)
-            answers.put(pb.EvaluateResponse(request_id=request.request_id, result=result_to_pb(result)))
+            stream.put(pb.EvaluateResponse(request_id=request.request_id, result=result_to_pb(result)))
 
-        def feed() -> None:
-            total = 0
-            try:
-                with futures.ThreadPoolExecutor(max(1, self.lanes.capacity), thread_name_prefix="fanout") as pool:
-                    for request in request_iterator:
-                        while not self.room.acquire(timeout=0.2):
-                            if not context.is_active():
-                                return
-                        total += 1
-                        pool.submit(one, request)
-            except Exception:  # noqa: BLE001 - the client's stream broke; answer what was read
-                log.debug("request stream ended early", exc_info=True)
-            finally:
-                answers.put(_FedAll(total))
+        def feed(stream: AnswerStream) -> None:
+            with futures.ThreadPoolExecutor(max(1, self.lanes.capacity), thread_name_prefix="fanout") as pool:
+                for request in request_iterator:
+                    while not self.room.acquire(timeout=0.2):
+                        if not context.is_active():
+                            return
+                    stream.read += 1
+                    pool.submit(one, stream, request)
 
-        threading.Thread(target=feed, name="fanout-feeder", daemon=True).start()
-        answered, total = 0, None
-        while total is None or answered < total:
-            item = answers.get()
-            if isinstance(item, _FedAll):
-                total = item.count
-                continue
-            answered += 1
-            yield item
+        yield from AnswerStream(feed, "fanout-feeder").answers()
 
     def GetServerInfo(self, request, context):
         infos = []
@@ -307,11 +292,6 @@ class FanoutServicer(pb_grpc.SandboxServicer):
             queue_capacity=sum(i.queue_capacity for i in infos), in_flight=sum(i.in_flight for i in infos),
             evaluations_done=sum(i.evaluations_done for i in infos),
         )
-
-
-@dataclasses.dataclass(frozen=True)
-class _FedAll:
-    count: int
 
 
 class FanoutServer:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import queue
 import signal
 import sys
 import threading
@@ -39,6 +38,7 @@ from sandbox_service.scheduler import (
     Job, QueueFull, Scheduler, SchedulerConfig, ShuttingDown, default_workers, evaluation_job, inductor_job,
     validation_batch_job, validation_job,
 )
+from sandbox_service.streams import AnswerStream
 from sandbox_service.validation import MAX_BATCH
 from tritonrl.sandbox.v1 import sandbox_pb2 as pb
 from tritonrl.sandbox.v1 import sandbox_pb2_grpc as pb_grpc
@@ -137,43 +137,30 @@ class SandboxServicer(pb_grpc.SandboxServicer):
         return job.result()
 
     def EvaluateStream(self, request_iterator, context):
-        """Every request read gets exactly one response, in completion order."""
-        results: queue.Queue = queue.Queue()
+        """Every request read gets exactly one response, in completion order (streams.AnswerStream)."""
         jobs: list[Job] = []
         context.add_callback(lambda: [job.cancel() for job in list(jobs)])
 
-        def feed() -> None:
-            total = 0
-            try:
-                for request in request_iterator:
-                    total += 1
-                    try:
-                        job = self._parse(request)
-                    except ValueError as exc:
-                        results.put((request.request_id, EvalResult(Status.INFRA_ERROR, error=f"invalid request: {exc}")))
-                        continue
-                    jobs.append(job)
-                    try:
-                        self.scheduler.submit(job, block=True, should_stop=lambda: not context.is_active())
-                    except ShuttingDown:
-                        results.put((request.request_id, EvalResult(Status.INFRA_ERROR, error="the server is shutting down")))
-                        break
-                    job.future.add_done_callback(lambda f, rid=request.request_id: results.put((rid, f.result())))
-            except Exception:  # noqa: BLE001 - the client's stream broke; answer what was read
-                log.debug("request stream ended early", exc_info=True)
-            finally:
-                results.put(_FedAll(total))
+        def answer(stream: AnswerStream, request_id: str, result: EvalResult) -> None:
+            stream.put(pb.EvaluateResponse(request_id=request_id, result=result_to_pb(result)))
 
-        threading.Thread(target=feed, name="stream-feeder", daemon=True).start()
-        answered, total = 0, None
-        while total is None or answered < total:
-            item = results.get()
-            if isinstance(item, _FedAll):
-                total = item.count
-                continue
-            request_id, result = item
-            answered += 1
-            yield pb.EvaluateResponse(request_id=request_id, result=result_to_pb(result))
+        def feed(stream: AnswerStream) -> None:
+            for request in request_iterator:
+                stream.read += 1
+                try:
+                    job = self._parse(request)
+                except ValueError as exc:
+                    answer(stream, request.request_id, EvalResult(Status.INFRA_ERROR, error=f"invalid request: {exc}"))
+                    continue
+                jobs.append(job)
+                try:
+                    self.scheduler.submit(job, block=True, should_stop=lambda: not context.is_active())
+                except ShuttingDown:
+                    answer(stream, request.request_id, EvalResult(Status.INFRA_ERROR, error="the server is shutting down"))
+                    break
+                job.future.add_done_callback(lambda f, rid=request.request_id: answer(stream, rid, f.result()))
+
+        yield from AnswerStream(feed, "stream-feeder").answers()
 
     def GetServerInfo(self, request, context):
         return pb.ServerInfo(
@@ -189,13 +176,6 @@ class SandboxServicer(pb_grpc.SandboxServicer):
             in_flight=self.scheduler.in_flight,
             evaluations_done=self.scheduler.done,
         )
-
-
-@dataclasses.dataclass(frozen=True)
-class _FedAll:
-    """The feeder read `count` requests and will put nothing more."""
-
-    count: int
 
 
 class SandboxServer:

@@ -85,6 +85,7 @@ def _evaluation(tmp_path: Path) -> _Evaluation:
     evaluation.builds = {"build_request": 0, "ptxas_request": 0}
     evaluation.build_s = 0.0
     evaluation.problem = SimpleNamespace(key="task")
+    evaluation.judge = SimpleNamespace(prepared={"output_bytes": 4096})  # the task's output size (the empty batch's copy)
     evaluation.timing_check = True
     return evaluation
 

@@ -1,0 +1,53 @@
+"""EvaluateStream's contract, shared by the one-process server and the several-GPU front: every request read
+gets exactly one response, yielded in completion order, and the stream ends once all of them are out."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import queue
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass(frozen=True)
+class _FedAll:
+    """The feeder read `count` requests and will put nothing more."""
+
+    count: int
+
+
+class AnswerStream:
+    """`feed(stream)` runs on its own thread: it reads requests, counts each in `stream.read`, and arranges for
+    each to `put` exactly one answer (now or when it finishes). `answers()` yields them as they come."""
+
+    def __init__(self, feed: Callable[[AnswerStream], None], name: str):
+        self._queue: queue.Queue = queue.Queue()
+        self.read = 0
+        self._feed = feed
+        self._name = name
+
+    def put(self, answer: Any) -> None:
+        self._queue.put(answer)
+
+    def answers(self) -> Iterator[Any]:
+        def fed() -> None:
+            try:
+                self._feed(self)
+            except Exception:  # noqa: BLE001 - the client's stream broke; answer what was read
+                log.debug("request stream ended early", exc_info=True)
+            finally:
+                self._queue.put(_FedAll(self.read))
+
+        threading.Thread(target=fed, name=self._name, daemon=True).start()
+        answered, total = 0, None
+        while total is None or answered < total:
+            item = self._queue.get()
+            if isinstance(item, _FedAll):
+                total = item.count
+                continue
+            answered += 1
+            yield item
