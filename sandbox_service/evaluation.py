@@ -59,6 +59,9 @@ _TRACER_MESSAGES = frozenset({"program", "unsupported", "rejected", "compile_err
 # The candidate's time is the executor's (CUDA events, in a context the candidate's kernels run in), but never
 # less than this share of what the server's own clock saw per run around the same timed batch.
 OUTSIDE_FLOOR = 0.5
+# Timed runs whose outputs the judge checks (secret positions, inputs the judge knows): a kernel that skips a
+# share p of the runs passes with probability (1 - p)^TIMING_CHECKS (half the runs: 1 in 8).
+TIMING_CHECKS = 3
 STOP_WAIT_S = 5.0  # for a released executor's last message
 
 
@@ -415,10 +418,11 @@ class _Evaluation:
         self.sources = {"reference.py": reference_source, "candidate.py": code}
         self.folder = Path()  # the candidate process's own folder, once it has one (_with_candidate)
         self.outputs_dir = ""  # its outputs folder, inside that one (resolved: messages.check_output_path)
-        # The executor design checks one timed run's outputs: the judge prepares one trial more for it.
+        # The executor design checks TIMING_CHECKS timed runs' outputs: the judge prepares as many trials more.
         self.timing_check = lane.executor_design and options.time and lane.backend == "cuda"
+        self.timing_checks = min(TIMING_CHECKS, options.timing_runs) if self.timing_check else 0
         self.problem = ProblemRef.create(reference_source, input_sets, options, lane.trial_key,
-                                         extra_trials=int(self.timing_check))
+                                         extra_trials=self.timing_checks)
         # This evaluation's IPC threshold (None: files only). A failed IPC hand-over changes it for this
         # evaluation alone; a malformed one is the candidate's cheat. The lane's setting is never changed here.
         self.ipc_min_bytes = lane.ipc_min_bytes
@@ -666,9 +670,9 @@ class _Evaluation:
         self.outputs_dir = os.path.realpath(outputs)
         job = {**self._job(), "program": program, "folder": str(self.folder),
                "constants_path": str(self.folder / CONSTANTS_FILE), "trial_key": self.lane.trial_key,
-               "timing_check": self.timing_check}
+               "timing_check": self.timing_check, "timing_checks": self.timing_checks}
         check = schema.Schema(len(self.problem.input_sets) + 1, self.options.trials, self.outputs_dir,
-                              self.ipc_min_bytes, timing_check=self.timing_check).check
+                              self.ipc_min_bytes, timing_checks=self.timing_checks).check
         executor.receiver.max_bytes = CANDIDATE_FRAME_BYTES
         nonce = secrets.token_hex(16)
         # Closed once the executor is released or discarded (run): its last message is read on this stream.
@@ -736,9 +740,9 @@ class _Evaluation:
             return set()
         return {"build_request", "ptxas_request"} if job["backend"] == "cuda" else {"build_request"}
 
-    def _expect(self, kind: str, expected: set[str], message: dict, timing_check: bool = False) -> None:
+    def _expect(self, kind: str, expected: set[str], message: dict, timing_check: int | None = None) -> None:
         """A message the protocol does not expect here is the candidate's tampering with the channel.
-        `timing_check`: the only trial_outputs due are the timed run's (the first set's extra trial)."""
+        `timing_check`: the only trial_outputs due are that checked run's (the first set's extra trials)."""
         if kind in STREAM_EVENTS or kind in ("internal_error", "jail_violation"):
             return
         if kind in ("compile_error", "runtime_error", "rejected", "unsupported") and "inputs_ready" in self.seen:
@@ -746,8 +750,8 @@ class _Evaluation:
         if kind not in expected:
             raise self._tampering(schema.CHANNEL_RULE, f"a {kind!r} message where the protocol expects "
                                                        f"{' or '.join(sorted(expected))}")
-        if kind == "trial_outputs" and timing_check:
-            if (message["set"], message["trial"]) != (0, self.options.trials):
+        if kind == "trial_outputs" and timing_check is not None:
+            if (message["set"], message["trial"]) != (0, self.options.trials + timing_check):
                 raise self._tampering(schema.CHANNEL_RULE, "outputs of another trial where the timed run's were due")
         elif kind == "trial_outputs":
             position = (message["set"], message["trial"])
@@ -942,16 +946,18 @@ class _Evaluation:
                 empty_s = self._timed_order({"type": "calibrate", "copy_bytes": copy_bytes}, "calibrated", messages,
                                             deadline, job)
                 self.lane.empty_batch_s[self.problem.key] = empty_s
-            checked_run = secrets.randbelow(self.options.timing_runs)  # the executor alone learns which
-            batch_s = self._timed_order({"type": "time", "checked_run": checked_run}, "timing", messages, deadline, job)
+            # The executor alone learns which runs the judge checks.
+            checked_runs = secrets.SystemRandom().sample(range(self.options.timing_runs), self.timing_checks)
+            batch_s = self._timed_order({"type": "time", "checked_runs": checked_runs}, "timing", messages, deadline,
+                                        job)
             message = self.seen["timing"]
             candidate = TimingStats(**message["candidate"])
             reference = self.judge.time_reference(candidate.method)
             held_s = time.monotonic() - started
         log.debug("timing: waited %.1f ms for the GPU, held it %.1f ms (batch %.1f ms, empty batch %.1f ms)",
                   (started - waited) * 1e3, held_s * 1e3, batch_s * 1e3, empty_s * 1e3)
-        if self.timing_check:  # the judge's comparison needs the GPU shared again: after the exclusive hold
-            self._timing_check(messages, deadline, job)
+        for check in range(self.timing_checks):  # the judge's comparisons need the GPU shared: after the hold
+            self._timing_check(messages, deadline, check)
         calls = self.options.warmup_runs + self.options.timing_runs
         outside_us = max(0.0, batch_s - empty_s) / max(1, calls) * 1e6
         result = self.result
@@ -967,16 +973,18 @@ class _Evaluation:
         _layer(result, "timing", Outcome.PASSED, started, detail)
         result.status = Status.OK
 
-    def _timing_check(self, messages: MessageStream, deadline: Deadline, job: dict) -> None:
-        """The outputs of one timed run (chosen in secret, on inputs the judge knows): work skipped in the timed
-        runs shows here. Outputs that differ are `incorrect` (they may be an honest kernel's numerical edge)."""
+    def _timing_check(self, messages: MessageStream, deadline: Deadline, check: int) -> None:
+        """The outputs of checked run `check` (chosen in secret, on inputs the judge knows): work skipped in the
+        timed runs shows here; a kernel skipping a share p of the runs passes all TIMING_CHECKS checks with
+        probability (1 - p)^TIMING_CHECKS. Outputs that differ are `incorrect` (they may be an honest kernel's
+        numerical edge)."""
         while True:
             try:
                 message = messages.next(deadline, self.cancel)
             except TimeoutError:
                 raise _Finish(Status.TIMEOUT, "the executor did not hand over the timed run's outputs") from None
             kind = message["type"]
-            self._expect(kind, {"trial_outputs"}, message, timing_check=True)
+            self._expect(kind, {"trial_outputs"}, message, timing_check=check)
             self.seen[kind] = message
             self._failure(kind, message)
             if kind == "trial_outputs":

@@ -35,7 +35,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from sandbox_service.convert import result_to_pb
 from sandbox_service.devices import BackendInfo
 from sandbox_service.results import EvalResult, Status
-from sandbox_service.streams import AnswerStream
+from sandbox_service.streams import AnswerStream, answer_stream, stream_slots
 from tritonrl.sandbox.v1 import sandbox_pb2 as pb
 from tritonrl.sandbox.v1 import sandbox_pb2_grpc as pb_grpc
 
@@ -43,6 +43,7 @@ log = logging.getLogger(__name__)
 
 START_TIMEOUT_S = 600.0  # a lane server warms its judges and executors (CUDA contexts) before it is ready
 RESTART_DELAY_S = 2.0
+FRONT_EXTRA_THREADS = 32  # the front's gRPC handler threads beyond the lanes' capacity
 FULL_LANES_WAIT_S = 0.2  # a streamed request every lane server refused (full) tries again after this
 RETRIED_CODES = (grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.UNAVAILABLE)
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["Sandbox"].full_name
@@ -183,6 +184,32 @@ class Forwarded(Exception):
         self.code, self.details = code, details
 
 
+class InFlight:
+    """A stream's forwarded calls while they run: cancelled together when the stream ends."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._calls: set = set()
+
+    def add(self, future) -> None:
+        with self._lock:
+            self._calls.add(future)
+
+    def discard(self, future) -> None:
+        with self._lock:
+            self._calls.discard(future)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._calls)
+
+    def cancel_all(self) -> None:
+        with self._lock:
+            calls = list(self._calls)
+        for future in calls:
+            future.cancel()
+
+
 class FanoutServicer(pb_grpc.SandboxServicer):
     def __init__(self, lanes: LaneServers, info: BackendInfo):
         self.lanes = lanes
@@ -190,10 +217,13 @@ class FanoutServicer(pb_grpc.SandboxServicer):
         # Room for streamed requests, shared by every stream (as the one-process server's queue is): a stream
         # is read only while the lanes have room, whatever other streams hold.
         self.room = threading.BoundedSemaphore(max(1, lanes.capacity))
+        self.threads = lanes.capacity + FRONT_EXTRA_THREADS  # FanoutServer's gRPC handler threads
+        self.stream_slots = stream_slots(self.threads)
 
-    def call(self, method: str, request, timeout: float | None, on_cancel=None):
+    def call(self, method: str, request, timeout: float | None, on_cancel=None, in_flight: InFlight | None = None):
         """`method` on the least busy lane server; RESOURCE_EXHAUSTED and UNAVAILABLE move the request on to
-        the next one. `on_cancel(fn)` registers how the caller's cancellation reaches the forwarded call."""
+        the next one. `on_cancel(fn)` registers how the caller's cancellation reaches the forwarded call; a
+        stream's `in_flight` holds its forwarded calls while they run (and only then)."""
         skipped: set[int] = set()
         last = Forwarded(grpc.StatusCode.UNAVAILABLE, "no lane server is up")
         while True:
@@ -204,7 +234,13 @@ class FanoutServicer(pb_grpc.SandboxServicer):
                 future = getattr(link.stub, method).future(request, timeout=timeout)
                 if on_cancel is not None:
                     on_cancel(future.cancel)
-                return future.result()
+                if in_flight is not None:
+                    in_flight.add(future)
+                try:
+                    return future.result()
+                finally:
+                    if in_flight is not None:
+                        in_flight.discard(future)
             except grpc.FutureCancelledError:
                 raise Forwarded(grpc.StatusCode.CANCELLED, "the caller went away") from None
             except grpc.RpcError as exc:
@@ -237,8 +273,8 @@ class FanoutServicer(pb_grpc.SandboxServicer):
 
     def EvaluateStream(self, request_iterator, context):
         """Read while the lanes have room; one response per request, in completion order (streams.AnswerStream)."""
-        pending: list = []
-        context.add_callback(lambda: [cancel() for cancel in list(pending)])
+        pending = InFlight()
+        context.add_callback(pending.cancel_all)
 
         def one(stream: AnswerStream, request) -> None:
             """Exactly one answer, whatever happens: lanes that are all full are waited for (load is never
@@ -246,7 +282,7 @@ class FanoutServicer(pb_grpc.SandboxServicer):
             try:
                 while True:
                     try:
-                        stream.put(self.call("Evaluate", request, None, pending.append))
+                        stream.put(self.call("Evaluate", request, None, in_flight=pending))
                         return
                     except Forwarded as exc:
                         if exc.code == grpc.StatusCode.RESOURCE_EXHAUSTED and context.is_active():
@@ -270,7 +306,7 @@ class FanoutServicer(pb_grpc.SandboxServicer):
                     stream.read += 1
                     pool.submit(one, stream, request)
 
-        yield from AnswerStream(feed, "fanout-feeder").answers()
+        yield from answer_stream(self.stream_slots, context, feed, "fanout-feeder")
 
     def GetServerInfo(self, request, context):
         infos = []
@@ -302,9 +338,9 @@ class FanoutServer:
         self.info = info
         self.host = host
         self.lanes = LaneServers(info.gpus, serve_args, log_level, grace_s)
-        self._grpc = grpc.server(futures.ThreadPoolExecutor(max_workers=self.lanes.capacity + 32),
-                                 options=_CHANNEL_OPTIONS)
-        pb_grpc.add_SandboxServicer_to_server(FanoutServicer(self.lanes, info), self._grpc)
+        servicer = FanoutServicer(self.lanes, info)
+        self._grpc = grpc.server(futures.ThreadPoolExecutor(max_workers=servicer.threads), options=_CHANNEL_OPTIONS)
+        pb_grpc.add_SandboxServicer_to_server(servicer, self._grpc)
         self.health = health.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self._grpc)
         self.port = self._grpc.add_insecure_port(f"{host}:{port}")

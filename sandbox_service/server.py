@@ -38,7 +38,7 @@ from sandbox_service.scheduler import (
     Job, QueueFull, Scheduler, SchedulerConfig, ShuttingDown, default_workers, evaluation_job, inductor_job,
     validation_batch_job, validation_job,
 )
-from sandbox_service.streams import AnswerStream
+from sandbox_service.streams import AnswerStream, answer_stream, stream_slots
 from sandbox_service.validation import MAX_BATCH
 from tritonrl.sandbox.v1 import sandbox_pb2 as pb
 from tritonrl.sandbox.v1 import sandbox_pb2_grpc as pb_grpc
@@ -66,10 +66,11 @@ class ServerConfig:
 
 
 class SandboxServicer(pb_grpc.SandboxServicer):
-    def __init__(self, scheduler: Scheduler, info: BackendInfo, defaults: EvalOptions):
+    def __init__(self, scheduler: Scheduler, info: BackendInfo, defaults: EvalOptions, threads: int):
         self.scheduler = scheduler
         self.info = info
         self.defaults = defaults
+        self.stream_slots = stream_slots(threads)
 
     def _parse(self, request: pb.EvaluateRequest) -> Job:
         """A job for a request; ValueError says what is wrong with it."""
@@ -160,7 +161,7 @@ class SandboxServicer(pb_grpc.SandboxServicer):
                     break
                 job.future.add_done_callback(lambda f, rid=request.request_id: answer(stream, rid, f.result()))
 
-        yield from AnswerStream(feed, "stream-feeder").answers()
+        yield from answer_stream(self.stream_slots, context, feed, "stream-feeder")
 
     def GetServerInfo(self, request, context):
         return pb.ServerInfo(
@@ -197,15 +198,16 @@ class SandboxServer:
             )
         )
         self.config = config
+        threads = config.queue_capacity + self.scheduler.workers + 16
         self._grpc = grpc.server(
-            futures.ThreadPoolExecutor(max_workers=config.queue_capacity + self.scheduler.workers + 16),
+            futures.ThreadPoolExecutor(max_workers=threads),
             options=[
                 ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
                 ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
             ],
         )
         pb_grpc.add_SandboxServicer_to_server(
-            SandboxServicer(self.scheduler, self.info, config.default_options), self._grpc
+            SandboxServicer(self.scheduler, self.info, config.default_options, threads), self._grpc
         )
         self.health = health.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self._grpc)

@@ -11,6 +11,26 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 log = logging.getLogger(__name__)
+# gRPC handler threads no stream may hold: with every other one taken by open streams (which may send nothing
+# for as long as their clients like), GetServerInfo, health and unary calls are still answered.
+UNARY_RESERVE = 8
+
+
+def stream_slots(threads: int) -> threading.BoundedSemaphore:
+    """How many streams a server of `threads` handler threads keeps open at once."""
+    return threading.BoundedSemaphore(max(1, threads - UNARY_RESERVE))
+
+
+def answer_stream(slots: threading.BoundedSemaphore, context, feed, name: str) -> Iterator[Any]:
+    """An AnswerStream's answers, holding one of `slots` while the stream is open; none free: RESOURCE_EXHAUSTED."""
+    import grpc
+
+    if not slots.acquire(blocking=False):
+        context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, "too many open streams; try again later")
+    try:
+        yield from AnswerStream(feed, name).answers()
+    finally:
+        slots.release()
 
 
 @dataclasses.dataclass(frozen=True)

@@ -31,7 +31,7 @@ import math
 import types
 from pathlib import Path
 
-from sandbox_service.interface.program import ProgramError
+from sandbox_service.interface.program import ProgramError, triton_option_names
 
 ALLOWED_MODULES = frozenset({
     "triton", "triton.language", "triton.language.math", "triton.language.standard", "triton.language.extra",
@@ -208,6 +208,9 @@ def _check_signature(checker: _KernelChecker, function: ast.FunctionDef) -> None
             checker.fail(default, "a default that is not a constant")
         checker.visit(default)
     for arg in [*function.args.posonlyargs, *function.args.args, *function.args.kwonlyargs]:
+        if arg.arg in triton_option_names():
+            checker.fail(arg, f"a parameter named {arg.arg!r}, one of Triton's launch or compile options (a launch "
+                              "passing it would set that option)")
         if arg.annotation is not None:
             if not isinstance(arg.annotation, (ast.Attribute, ast.Name, ast.Constant)):
                 checker.fail(arg.annotation, "an annotation that is not a name")

@@ -97,7 +97,7 @@ def run(job: dict, emit: Emit, control: Receiver) -> None:
     device = harness.device_for(job["backend"])
     sets = harness.load_problem_sets(job["reference_path"], job["input_sets"], job["seed"])
     # With the timing check, one seed more: the judge knows its outputs, the timed runs include its inputs.
-    all_seeds = harness.trial_seeds(job["seed"], job["trials"] + int(job["timing_check"]), job["trial_key"])
+    all_seeds = harness.trial_seeds(job["seed"], job["trials"] + _checks(job), job["trial_key"])
     seeds = all_seeds[: job["trials"]]
     expected = harness.finish_fingerprint_grid(
         [[harness.fingerprint_parts([harness.trial_inputs(module, s, device)]) for s in seeds] for _, module in sets]
@@ -182,8 +182,8 @@ def run(job: dict, emit: Emit, control: Receiver) -> None:
         order = control.receive()
         if order["type"] in ("calibrate", "time"):
             _time_checked(job, emit, control, replays[0], timing_inputs(job, sets[0][1], all_seeds, device),
-                          all_seeds, int(order.get("checked_run", 0)), calibrate=order["type"] == "calibrate",
-                          copy_bytes=int(order.get("copy_bytes", 0)))
+                          all_seeds, [int(r) for r in order.get("checked_runs", [])],
+                          calibrate=order["type"] == "calibrate", copy_bytes=int(order.get("copy_bytes", 0)))
         else:
             emit("stopped")  # the last message of this job: the server's reader stops here
             return
@@ -251,42 +251,59 @@ def timing_inputs(job: dict, reference, all_seeds: list[int], device: torch.devi
     return TimingInputs(reference, harness.trial_seeds(all_seeds[-1], job["timing_runs"], job["trial_key"]), device)
 
 
+def _checks(job: dict) -> int:
+    """How many timed runs the judge checks (their seeds follow the trials')."""
+    return int(job.get("timing_checks", 1 if job["timing_check"] else 0))
+
+
 def _time_checked(job: dict, emit: Emit, control: Receiver, replay, inputs: TimingInputs, all_seeds: list[int],
-                  checked_run: int, calibrate: bool, copy_bytes: int = 0) -> None:
+                  checked_runs: list[int], calibrate: bool, copy_bytes: int = 0) -> None:
     """Time the replay on fresh inputs for every run (a kernel cannot serve a run from a cache keyed by its
-    inputs); the inputs of run `checked_run` (the server's secret choice) are the timing check's, whose
+    inputs); the inputs of the runs in `checked_runs` (the server's secret choice) are the timing checks', whose
     outputs the judge compares afterwards, so a kernel that skips work in some runs is caught as often as it
-    skips. Those outputs leave the GPU before the next run (to host memory, out of the kernels' reach), so no
-    later run can write them, and the next run's allocations fall where every run's do.
+    skips. Each checked run's outputs leave the GPU before the next run (to host memory, out of the kernels'
+    reach), so no later run can write them, and the next run's allocations fall where every run's do.
     `calibrate`: the same batch with nothing run (what the server's clock subtracts), moving `copy_bytes`
-    (the task's largest outputs, the server's figure) to the host once, as the timed batch moves the checked
-    run's outputs."""
-    if job["timing_check"] and not calibrate:
-        inputs.replace_seed(checked_run, all_seeds[-1])
-    current: dict = {}
+    (the task's largest outputs, the server's figure) to the host once per check, as the timed batch moves
+    the checked runs' outputs."""
+    checks = _checks(job)
+    trials = job["trials"]
     if calibrate:
-        checked_run = 0
-        current["checked"] = [torch.empty(max(0, copy_bytes), dtype=torch.uint8, device=inputs.device)]
+        checked_runs = list(range(checks))
+    elif len(checked_runs) != checks or len(set(checked_runs)) != checks:
+        raise ChannelClosed(f"a time order with {checked_runs!r} where {checks} distinct checked runs were due")
+    else:
+        for check, run in enumerate(checked_runs):
+            inputs.replace_seed(run, all_seeds[trials + check])
+    held: dict[int, list] = {}  # checked run -> its outputs, on the GPU until the next run starts
+    on_host: dict[int, list] = {}
+    if calibrate:
+        held = {run: [torch.empty(max(0, copy_bytes), dtype=torch.uint8, device=inputs.device)] for run in checked_runs}
+    current: dict = {}
+
+    def to_host(run: int) -> None:
+        on_host[run] = [t.detach().to("cpu", copy=True) for t in held.pop(run)]
 
     def before_run(index: int) -> None:
-        if "checked" in current and index != checked_run:  # the checked run is over (not just its warm-up)
-            current["checked_host"] = [t.detach().to("cpu", copy=True) for t in current.pop("checked")]
+        for run in [r for r in held if r != index]:  # that checked run is over (not just its warm-up)
+            to_host(run)
         current.pop("inputs", None)
         current["inputs"] = inputs(index)
         current["index"] = index
 
     def forward() -> None:
         outputs = replay.run(current["inputs"])
-        if current["index"] == checked_run:  # the warm-up's calls are on run 0's inputs: the last call counts
-            current["checked"] = outputs
+        if current["index"] in checked_runs:  # the warm-up's calls are on run 0's inputs: the last call counts
+            held[current["index"]] = outputs
 
     if calibrate:
         _time(emit, lambda: None, job, "calibrated", before_run)
-    elif _time(emit, forward, job, "timing", before_run) and job["timing_check"]:
-        if "checked_host" not in current:  # the last run was the checked one
-            current["checked_host"] = [t.detach().to("cpu", copy=True) for t in current.pop("checked")]
-        outputs = current["checked_host"]
-        hand_over(job, emit, control, outputs, 0, job["trials"], harness.fingerprint([outputs]))
+    elif _time(emit, forward, job, "timing", before_run):
+        for run in list(held):  # the last run was a checked one
+            to_host(run)
+        for check, run in enumerate(checked_runs):
+            outputs = on_host[run]
+            hand_over(job, emit, control, outputs, 0, trials + check, harness.fingerprint([outputs]))
     current.clear()
 
 

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
+import importlib
 import math
 import re
 
@@ -149,7 +151,7 @@ def _launch(step: dict, kernels: dict, defined: set[int], what: str) -> None:
             _ident(name, f"{what}: argument name")
             # Only the kernel's own parameters: Triton's launch takes its compile options as keywords too
             # (ir_override, extern_libs, debug ...), which would compile something other than the checked kernel.
-            if name not in parameters[len(step["args"]):]:
+            if name not in parameters[len(step["args"]):] or name in triton_option_names():
                 raise ProgramError(f"{what}: argument {name} is not a parameter of kernel {step['launch']} "
                                    "left after its positional arguments")
             _walk(value, set(), budget, what, defined)
@@ -164,6 +166,33 @@ def _launch(step: dict, kernels: dict, defined: set[int], what: str) -> None:
             raise ProgramError(f"{what}: {key} must be a list of argument names")
         for name in names:
             _ident(name, f"{what}: {key}")
+
+
+# Keywords Triton's launch takes for itself on any version (the backends' compile options are added from the
+# installed Triton by triton_option_names): JITFunction.run hands every keyword of a launch, the kernel's own
+# parameters' included, to backend.parse_options, so a parameter with such a name would set a compile option.
+_TRITON_KEYWORDS = frozenset({
+    "grid", "warmup", "num_warps", "num_ctas", "num_stages", "maxnreg", "cluster_dims", "ptx_version", "ptx_options",
+    "ir_override", "enable_fp_fusion", "launch_cooperative_grid", "launch_pdl", "supported_fp8_dtypes",
+    "deprecated_fp8_dot_operand_dtypes", "default_dot_input_precision", "allowed_dot_input_precisions",
+    "max_num_imprecise_acc_default", "extern_libs", "debug", "backend_name", "sanitize_overflow", "arch",
+    "instrumentation_mode", "warp_size", "matrix_instr_nonkdim", "kpack", "waves_per_eu", "schedule_hint",
+})
+
+
+@functools.cache
+def triton_option_names() -> frozenset[str]:
+    """Every keyword Triton's launch would take as its own: the fixed list above and every field of the
+    installed backends' option classes."""
+    names = set(_TRITON_KEYWORDS)
+    for module, cls in (("triton.backends.nvidia.compiler", "CUDAOptions"), ("triton.backends.amd.compiler", "HIPOptions"),
+                        ("triton.runtime.interpreter", "InterpreterOptions")):
+        try:
+            options = getattr(importlib.import_module(module), cls)
+            names |= {field.name for field in dataclasses.fields(options)}
+        except Exception:  # noqa: BLE001 - a backend this Triton lacks adds nothing
+            continue
+    return frozenset(names)
 
 
 def kernel_parameters(source: str) -> list[str]:

@@ -235,11 +235,12 @@ class Schema:
     trials, outputs in `outputs_dir`, IPC from `ipc_min_bytes` up (None: files only)."""
 
     def __init__(self, sets: int, trials: int, outputs_dir: str, ipc_min_bytes: int | None,
-                 timing_check: bool = False):
+                 timing_checks: int = 0):
         self.sets = sets
         self.trials = trials
-        # The executor design hands over one timed run's outputs too, as trial `trials` of the first set.
-        self.last_trial = trials if timing_check else trials - 1
+        # The executor design hands over its checked timed runs' outputs too, as the first set's trials from
+        # `trials` on.
+        self.last_trial = trials - 1 + timing_checks
         self.outputs_dir = outputs_dir
         self.ipc_min_bytes = ipc_min_bytes
         self._checks: dict[str, tuple[set[str], Callable[[dict], None]]] = {

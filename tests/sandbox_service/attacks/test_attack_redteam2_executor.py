@@ -196,7 +196,7 @@ def _run_executor_job(tmp_path: Path, monkeypatch, checked_run: int, program: di
     monkeypatch.setattr(runner, "_time_checked", time_checked)
     said: list[tuple[str, dict]] = []
     runner.run(job, lambda kind, **fields: said.append((kind, fields)),
-               _Orders([{"type": "time", "checked_run": checked_run}, {"type": "stop"}]))
+               _Orders([{"type": "time", "checked_runs": [checked_run]}, {"type": "stop"}]))
     runner.forget_job()
     kinds = [k for k, _ in said]
     assert "timing" in kinds and "outputs_done" in kinds, said[-1][1].get("error", said[-3:])
@@ -274,7 +274,7 @@ def test_the_checked_run_s_outputs_cannot_be_changed_by_the_runs_after_it(monkey
     monkeypatch.setattr(runner, "hand_over", lambda job_, emit, control, tensors, set_index, trial, fingerprint:
                         handed.update(outputs=[t.clone() for t in tensors]))
     runner._time_checked(job, lambda kind, **fields: None, None, types.SimpleNamespace(run=run), timed, all_seeds,
-                         checked_run, calibrate=False)
+                         [checked_run], calibrate=False)
     expected = torch.relu(harness.trial_inputs(Reference, all_seeds[-1], torch.device("cpu"))[0])
     repaired = torch.equal(handed["outputs"][0], expected)
     assert not repaired, (f"every timed forward skipped its work, yet the checked run's outputs the judge gets are "
@@ -338,7 +338,7 @@ def test_no_timed_run_s_inputs_exist_while_the_untimed_warm_up_runs(monkeypatch)
     monkeypatch.setattr(timing, "time_cuda", time_cuda)
     monkeypatch.setattr(runner, "hand_over", lambda *args, **kwargs: None)
     runner._time_checked(job, lambda kind, **fields: None, None, types.SimpleNamespace(run=run), timed, all_seeds,
-                         42, calibrate=False)
+                         [42], calibrate=False)
     assert not alive_in_warm_up, (f"during the untimed warm-up the inputs of {len(alive_in_warm_up)} other timed runs "
                                   f"were alive (the checked run 42's among them: {42 in alive_in_warm_up})")
 
@@ -365,10 +365,10 @@ def test_the_empty_batch_makes_no_more_inputs_than_the_timed_batch(interpreter, 
     Reference.made = 0
     runner._time_checked(job, emit, None, fake_replay, runner.timing_inputs(job, Reference, all_seeds,
                                                                             torch.device("cpu")),
-                         all_seeds, -1, calibrate=True)
+                         all_seeds, [], calibrate=True)
     in_empty_batch = Reference.made
     Reference.made = 0
-    runner._time_checked(job, emit, None, fake_replay, timed, all_seeds, 42, calibrate=False)
+    runner._time_checked(job, emit, None, fake_replay, timed, all_seeds, [42], calibrate=False)
     in_timed_batch = Reference.made
     assert in_empty_batch <= in_timed_batch + 1, (
         f"the empty batch made {in_empty_batch} input sets inside the server's clock, the timed batch "

@@ -201,11 +201,10 @@ def test_a_long_stream_does_not_keep_every_answered_call(front, monkeypatch):
     kept: list[list] = []
     real_call = FanoutServicer.call
 
-    def call(self, method, request, timeout, on_cancel=None):
-        owner = getattr(on_cancel, "__self__", None)
-        if isinstance(owner, list) and not any(owner is k for k in kept):
-            kept.append(owner)  # the stream's `pending`
-        return real_call(self, method, request, timeout, on_cancel)
+    def call(self, method, request, timeout, on_cancel=None, in_flight=None):
+        if in_flight is not None and not any(in_flight is k for k in kept):
+            kept.append(in_flight)  # what the stream keeps of its forwarded calls
+        return real_call(self, method, request, timeout, on_cancel, in_flight)
 
     monkeypatch.setattr(FanoutServicer, "call", call)
     release = threading.Event()
@@ -257,7 +256,9 @@ def test_idle_streams_cannot_keep_the_front_from_answering_others(front):
 # -- the timing check's inputs across evaluations ------------------------------------------------------------------
 
 
-# FINDING timing-check-inputs-repeat
+# FINDING timing-check-inputs-repeat (open: docs/security.md says what it needs, a fresh check seed per
+# evaluation whose expected outputs the judge computes then, and executors that clear freed memory)
+@pytest.mark.xfail(strict=True, reason="open finding: the judge's check set is prepared once per task")
 def test_the_timing_check_s_inputs_are_new_in_every_evaluation():
     """Two evaluations of one task on one lane (same request seed, same lane secret), each with its own secret
     checked run, made the way runner._time_checked makes them. A kernel that remembers a fingerprint per run

@@ -61,9 +61,9 @@ def _time_on_the_cpu(fn, *, warmup, runs, method, before_run=None):
 
 
 def test_the_empty_batch_moves_as_many_bytes_to_the_host_as_the_timed_batch(monkeypatch):
-    """The timed batch moves the checked run's outputs off the GPU before the next run (inside the server's
-    clock); the empty batch the server subtracts moves the task's output size once too, or the difference would
-    charge that copy to the candidate's runs (the outside floor)."""
+    """The timed batch moves each checked run's outputs off the GPU before the next run (inside the server's
+    clock); the empty batch the server subtracts moves the task's output size as many times, or the difference
+    would charge those copies to the candidate's runs (the outside floor)."""
     import types
 
     from sandbox_service import timing
@@ -85,10 +85,35 @@ def test_the_empty_batch_moves_as_many_bytes_to_the_host_as_the_timed_batch(monk
     replay = types.SimpleNamespace(run=lambda inputs: [inputs[0] * 2])
     output_bytes = 16 * 16 * 4
     runner._time_checked(job, lambda kind, **fields: None, None, replay,
-                         runner.timing_inputs(job, Reference, seeds, torch.device("cpu")), seeds, 7, calibrate=False)
+                         runner.timing_inputs(job, Reference, seeds, torch.device("cpu")), seeds, [7], calibrate=False)
     timed = list(moved)
     moved.clear()
     runner._time_checked(job, lambda kind, **fields: None, None, replay,
-                         runner.timing_inputs(job, Reference, seeds, torch.device("cpu")), seeds, 0, calibrate=True,
+                         runner.timing_inputs(job, Reference, seeds, torch.device("cpu")), seeds, [], calibrate=True,
                          copy_bytes=output_bytes)
     assert timed == [output_bytes] and moved == [output_bytes]
+
+
+def test_several_checked_runs_are_handed_to_the_judge_in_order(monkeypatch):
+    """With three checks, the three secret runs take the judge's seeds (those after the trials') and their
+    outputs go to the judge as the first set's trials 2, 3 and 4, whatever order the runs come in."""
+    import types
+
+    from sandbox_service import timing
+    from sandbox_service.executor import runner
+
+    handed = {}
+    monkeypatch.setattr(timing, "time_cuda", _time_on_the_cpu)
+    monkeypatch.setattr(runner, "hand_over", lambda job, emit, control, tensors, set_index, trial, fingerprint:
+                        handed.update({trial: tensors[0]}))
+    job = {"timing_runs": 20, "warmup_runs": 3, "trial_key": "k", "timing_check": True, "timing_checks": 3,
+           "trials": 2}
+    seeds = harness.trial_seeds(42, 5, "k")
+    replay = types.SimpleNamespace(run=lambda inputs: [inputs[0] * 2])
+    runner._time_checked(job, lambda kind, **fields: None, None, replay,
+                         runner.timing_inputs(job, Reference, seeds, torch.device("cpu")), seeds, [15, 3, 9],
+                         calibrate=False)
+    assert sorted(handed) == [2, 3, 4]
+    for check in range(3):
+        made = harness.trial_inputs(Reference, seeds[2 + check], torch.device("cpu"))[0]
+        assert torch.equal(handed[2 + check], made * 2)
