@@ -441,6 +441,7 @@ class _Evaluation:
         self.candidate_ran = False  # whether anything of the candidate's has run in `child` (its faults are its own)
         self.acquire_s = 0.0
         self.build_s = 0.0
+        self.tracer_output: Callable[[float], str] | None = None  # the tracer's output, once an executor took over
 
     def _record_costs(self) -> None:
         """Where the evaluation waited (layers named after the resource, for benchmarks and debugging)."""
@@ -461,6 +462,9 @@ class _Evaluation:
             self.result.error = truncate(finish.error)
         finally:
             self._record_costs()
+            if self.tracer_output is not None:  # a verdict other than ok waits for the rest of it (it was killed)
+                wait_s = 0.0 if self.result.status == Status.OK else OUTPUT_WAIT_S
+                self.result.stdout_tail = truncate(self.tracer_output(wait_s), 2000)
             child = self.child
             if child is not None and child is self.executor and self._executor_reusable():
                 child.stop_watching()
@@ -645,7 +649,7 @@ class _Evaluation:
         compares every trial's outputs; the executor's timing is checked against the server's clock."""
         tracer, self.child = self.child, None
         tracer.kill(wait=False)
-        self.result.stdout_tail = truncate(tracer.output(), 2000)
+        self.tracer_output = tracer.output  # read at the end, when the verdict says how long to wait for it
         try:
             self._start_executor(prepared, program, constants, cancelled)
         finally:

@@ -25,6 +25,7 @@ TEST_TAGS = {
     "tests/jaxrl/training/test_sft_gpu.py": ["gpu"],
     "tests/sandbox_service/inductor/test_inductor_call.py": ["slow"],
     "tests/sandbox_service/inductor/test_inductor_gpu.py": ["gpu"],
+    "tests/sandbox_service/test_fanout.py": ["gpu"],
     "tests/sandbox_service/test_gpu.py": ["gpu"],
     "tests/sandbox_service/test_reward.py": ["slow"],
 }
