@@ -20,19 +20,16 @@ and the real ones cost a CUDA lane each.
 
 from __future__ import annotations
 
-import itertools
 import queue
-import tempfile
 import threading
 import time
 from concurrent import futures
-from pathlib import Path
 
 import grpc
 import pytest
 
+from fanout_support import StandInFront, request
 from sandbox_service.convert import result_from_pb, result_to_pb
-from sandbox_service.fanout import FanoutServicer, LaneLink, LaneServers
 from sandbox_service.results import EvalResult, Status
 from tritonrl.sandbox.v1 import sandbox_pb2 as pb
 from tritonrl.sandbox.v1 import sandbox_pb2_grpc as pb_grpc
@@ -90,48 +87,16 @@ class _DaemonPool:
         return future
 
 
-class _Front:
-    """FanoutServicer over stand-in lane servers, served with `threads` gRPC threads."""
-
-    def __init__(self, lanes: int, capacity: int, seconds: float, threads: int):
-        self.folder = tempfile.TemporaryDirectory(prefix="tritonrl-redteam2-fanout-")
-        self.lane_servers, links = [], []
-        for gpu in range(lanes):
-            server = grpc.server(futures.ThreadPoolExecutor(max_workers=32))
-            pb_grpc.add_SandboxServicer_to_server(_StandInLane(capacity, seconds), server)
-            address = f"unix:{Path(self.folder.name) / f'gpu{gpu}.sock'}"
-            server.add_insecure_port(address)
-            server.start()
-            self.lane_servers.append(server)
-            channel = grpc.insecure_channel(address)
-            links.append(LaneLink(gpu, None, address, channel, pb_grpc.SandboxStub(channel), capacity=capacity))
-        lanes_object = LaneServers.__new__(LaneServers)  # its routing, without starting processes
-        lanes_object._lock, lanes_object._rotation, lanes_object.links = threading.Lock(), itertools.count(), links
-        self.front = grpc.server(_DaemonPool(threads))
-        pb_grpc.add_SandboxServicer_to_server(FanoutServicer(lanes_object, None), self.front)
-        self.port = self.front.add_insecure_port("127.0.0.1:0")
-        self.front.start()
-        self.channel = grpc.insecure_channel(f"127.0.0.1:{self.port}")
-        self.stub = pb_grpc.SandboxStub(self.channel)
-
-    def close(self) -> None:
-        self.channel.close()
-        self.front.stop(0)
-        for server in self.lane_servers:
-            server.stop(0)
-        self.folder.cleanup()
-
-
-def _request(request_id: str) -> pb.EvaluateRequest:
-    return pb.EvaluateRequest(request_id=request_id, reference_source="x", candidate_source="y")
+def _front(lanes: int, capacity: int, seconds: float, threads: int) -> StandInFront:
+    return StandInFront(lanes, capacity, lambda: _StandInLane(capacity, seconds), _DaemonPool(threads))
 
 
 @pytest.fixture
 def front_factory():
     made = []
 
-    def make(**kwargs) -> _Front:
-        made.append(_Front(**kwargs))
+    def make(**kwargs) -> StandInFront:
+        made.append(_front(**kwargs))
         return made[-1]
 
     yield make
@@ -146,7 +111,7 @@ def test_a_stream_that_ends_early_gives_its_front_thread_back(front_factory):
     front = front_factory(lanes=2, capacity=4, seconds=30.0, threads=2)
     for index in range(2):
         with pytest.raises(grpc.RpcError) as ended:
-            list(front.stub.EvaluateStream(iter([_request(f"s{index}")]), timeout=1.0))
+            list(front.stub.EvaluateStream(iter([request(f"s{index}")]), timeout=1.0))
         assert ended.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
     time.sleep(1.0)  # the cancellation reaches the front's callbacks
     try:
@@ -164,7 +129,7 @@ def test_two_streams_never_get_infra_error_because_the_lanes_are_busy(front_fact
     answers: dict[int, list] = {}
 
     def stream(index: int) -> None:
-        requests = iter([_request(f"{index}-{i}") for i in range(4)])
+        requests = iter([request(f"{index}-{i}") for i in range(4)])
         answers[index] = [result_from_pb(r.result) for r in front.stub.EvaluateStream(requests, timeout=60)]
 
     threads = [threading.Thread(target=stream, args=(i,)) for i in range(2)]

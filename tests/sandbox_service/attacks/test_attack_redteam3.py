@@ -39,23 +39,20 @@ stand-in lane servers (as test_attack_redteam2_fanout.py does), the format layer
 
 from __future__ import annotations
 
-import itertools
-import tempfile
 import threading
 import time
-from concurrent import futures
-from pathlib import Path
 
 import grpc
 import pytest
 import torch
 
 from attack_support import HONEST
+from fanout_support import StandInFront, request
 from sandbox_service.convert import result_to_pb
 from sandbox_service.executor import kernels as kernel_module
 from sandbox_service.executor import runner
 from sandbox_service.executor.replay import Replay
-from sandbox_service.fanout import FanoutServicer, LaneLink, LaneServers
+from sandbox_service.fanout import FanoutServicer
 from sandbox_service.interface.program import ProgramError, check_program
 from sandbox_service.options import CandidateFormat, Policy
 from sandbox_service.results import EvalResult, Status
@@ -149,47 +146,9 @@ class _InstantLane(pb_grpc.SandboxServicer):
         return pb.ServerInfo(backend="interpreter", workers=1, queue_capacity=1)
 
 
-class _Front:
-    """FanoutServicer over in-process stand-in lane servers, with the front's own thread count
-    (FanoutServer: the lanes' capacity + 32)."""
-
-    def __init__(self, lanes: int = 2, capacity: int = 2):
-        self.folder = tempfile.TemporaryDirectory(prefix="tritonrl-redteam3-fanout-")
-        self.lane_servers, links = [], []
-        for gpu in range(lanes):
-            server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
-            pb_grpc.add_SandboxServicer_to_server(_InstantLane(), server)
-            address = f"unix:{Path(self.folder.name) / f'gpu{gpu}.sock'}"
-            server.add_insecure_port(address)
-            server.start()
-            self.lane_servers.append(server)
-            channel = grpc.insecure_channel(address)
-            links.append(LaneLink(gpu, None, address, channel, pb_grpc.SandboxStub(channel), capacity=capacity))
-        lanes_object = LaneServers.__new__(LaneServers)  # its routing, without starting processes
-        lanes_object._lock, lanes_object._rotation, lanes_object.links = threading.Lock(), itertools.count(), links
-        self.threads = lanes_object.capacity + 32  # as FanoutServer sizes its gRPC pool
-        self.front = grpc.server(futures.ThreadPoolExecutor(max_workers=self.threads))
-        pb_grpc.add_SandboxServicer_to_server(FanoutServicer(lanes_object, None), self.front)
-        self.port = self.front.add_insecure_port("127.0.0.1:0")
-        self.front.start()
-        self.channel = grpc.insecure_channel(f"127.0.0.1:{self.port}")
-        self.stub = pb_grpc.SandboxStub(self.channel)
-
-    def close(self) -> None:
-        self.channel.close()
-        self.front.stop(0)
-        for server in self.lane_servers:
-            server.stop(0)
-        self.folder.cleanup()
-
-
-def _request(request_id: str) -> pb.EvaluateRequest:
-    return pb.EvaluateRequest(request_id=request_id, reference_source="x", candidate_source="y")
-
-
 @pytest.fixture
 def front():
-    made = _Front()
+    made = StandInFront(2, 2, _InstantLane)  # the front's own thread count (FanoutServer's sizing)
     yield made
     made.close()
 
@@ -211,7 +170,7 @@ def test_a_long_stream_does_not_keep_every_answered_call(front, monkeypatch):
 
     def requests():
         for index in range(60):
-            yield _request(f"r{index}")
+            yield request(f"r{index}")
         release.wait(30)  # the trainer's stream stays open
 
     responses = front.stub.EvaluateStream(requests(), timeout=60)
