@@ -62,6 +62,15 @@ OUTSIDE_FLOOR = 0.5
 # Timed runs whose outputs the judge checks (secret positions, inputs the judge knows): a kernel that skips a
 # share p of the runs passes with probability (1 - p)^TIMING_CHECKS (half the runs: 1 in 8).
 TIMING_CHECKS = 3
+
+
+def timing_order(runs: int, checks: int) -> dict:
+    """A timing's secrets, new to each one: the seed of its runs' inputs, which runs the judge checks and
+    their seeds. Nothing in them repeats between evaluations, so no memory of an earlier one finds a check."""
+    chooser = secrets.SystemRandom()
+    return {"type": "time", "run_seed": chooser.randrange(1, 2**31 - 1),
+            "checked_runs": chooser.sample(range(runs), checks),
+            "check_seeds": [chooser.randrange(1, 2**31 - 1) for _ in range(checks)]}
 STOP_WAIT_S = 5.0  # for a released executor's last message
 
 
@@ -98,10 +107,10 @@ class ProblemRef:
 
     @classmethod
     def create(cls, reference_source: str, input_sets: Sequence[InputSet], options: EvalOptions,
-               trial_key: str = "", extra_trials: int = 0) -> ProblemRef:
+               trial_key: str = "") -> ProblemRef:
         sets = tuple(s.to_dict() for s in input_sets)
         tolerances = {k: list(v) for k, v in options.tolerances.items()}
-        trials = options.trials + extra_trials
+        trials = options.trials
         identity = json.dumps([reference_source, sets, options.seed, trials, tolerances,
                                options.degenerate_rel_l2, bool(trial_key)], sort_keys=True)
         key = hashlib.sha256(identity.encode()).hexdigest()
@@ -195,12 +204,15 @@ class JudgeLink:
                 raise _Finish(Status.REFERENCE_ERROR, f"the reference {what} while being prepared: {exc.cause}") from None
         return answer
 
-    def compare(self, message: dict, outputs_dir: str, ipc_min_bytes: int | None) -> dict:
+    def compare(self, message: dict, outputs_dir: str, ipc_min_bytes: int | None, seed: int | None = None) -> dict:
         """The judge's reading of a trial's outputs. `message` was checked (messages.Schema); the request is
         built from its fields, with the evaluation's own outputs folder and IPC threshold (the judge checks
-        the hand-over against them again)."""
+        the hand-over against them again). `seed`: a timing check's, whose expected outputs the judge makes
+        now (they are new to this evaluation)."""
         request = {"op": "compare", "key": self.problem.key, "set": message["set"], "trial": message["trial"],
                    "handover": message["handover"], "outputs_dir": outputs_dir, "ipc_min_bytes": ipc_min_bytes}
+        if seed is not None:
+            request["seed"] = seed
         for attempt in range(2):
             try:
                 answer = self._waiting_for_memory(lambda: self._call(request, COMPARE_TIMEOUT_S), "comparing with")
@@ -418,11 +430,11 @@ class _Evaluation:
         self.sources = {"reference.py": reference_source, "candidate.py": code}
         self.folder = Path()  # the candidate process's own folder, once it has one (_with_candidate)
         self.outputs_dir = ""  # its outputs folder, inside that one (resolved: messages.check_output_path)
-        # The executor design checks TIMING_CHECKS timed runs' outputs: the judge prepares as many trials more.
+        # The executor design has the judge check TIMING_CHECKS timed runs' outputs, on seeds new to each timing.
         self.timing_check = lane.executor_design and options.time and lane.backend == "cuda"
         self.timing_checks = min(TIMING_CHECKS, options.timing_runs) if self.timing_check else 0
-        self.problem = ProblemRef.create(reference_source, input_sets, options, lane.trial_key,
-                                         extra_trials=self.timing_checks)
+        self.check_seeds: list[int] = []
+        self.problem = ProblemRef.create(reference_source, input_sets, options, lane.trial_key)
         # This evaluation's IPC threshold (None: files only). A failed IPC hand-over changes it for this
         # evaluation alone; a malformed one is the candidate's cheat. The lane's setting is never changed here.
         self.ipc_min_bytes = lane.ipc_min_bytes
@@ -947,13 +959,13 @@ class _Evaluation:
             if empty_s is None:
                 # The timed batch moves the checked run's outputs to the host once: so does the empty one.
                 copy_bytes = int((self.judge.prepared or {}).get("output_bytes", 0))
-                empty_s = self._timed_order({"type": "calibrate", "copy_bytes": copy_bytes}, "calibrated", messages,
-                                            deadline, job)
+                order = {**timing_order(self.options.timing_runs, self.timing_checks), "type": "calibrate",
+                         "copy_bytes": copy_bytes}
+                empty_s = self._timed_order(order, "calibrated", messages, deadline, job)
                 self.lane.empty_batch_s[self.problem.key] = empty_s
-            # The executor alone learns which runs the judge checks.
-            checked_runs = secrets.SystemRandom().sample(range(self.options.timing_runs), self.timing_checks)
-            batch_s = self._timed_order({"type": "time", "checked_runs": checked_runs}, "timing", messages, deadline,
-                                        job)
+            order = timing_order(self.options.timing_runs, self.timing_checks)
+            self.check_seeds = order["check_seeds"]
+            batch_s = self._timed_order(order, "timing", messages, deadline, job)
             message = self.seen["timing"]
             candidate = TimingStats(**message["candidate"])
             reference = self.judge.time_reference(candidate.method)
@@ -993,7 +1005,7 @@ class _Evaluation:
             self._failure(kind, message)
             if kind == "trial_outputs":
                 break
-        answer = self.judge.compare(message, self.outputs_dir, self.ipc_min_bytes)
+        answer = self.judge.compare(message, self.outputs_dir, self.ipc_min_bytes, seed=self.check_seeds[check])
         if answer.get("type") == "malformed":
             raise self._tampering(str(answer.get("rule") or schema.HANDOVER_RULE), str(answer.get("error", "")))
         if answer.get("type") != "compared":

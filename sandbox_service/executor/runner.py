@@ -97,8 +97,7 @@ def run(job: dict, emit: Emit, control: Receiver) -> None:
     device = harness.device_for(job["backend"])
     sets = harness.load_problem_sets(job["reference_path"], job["input_sets"], job["seed"])
     # With the timing check, one seed more: the judge knows its outputs, the timed runs include its inputs.
-    all_seeds = harness.trial_seeds(job["seed"], job["trials"] + _checks(job), job["trial_key"])
-    seeds = all_seeds[: job["trials"]]
+    seeds = harness.trial_seeds(job["seed"], job["trials"], job["trial_key"])
     expected = harness.finish_fingerprint_grid(
         [[harness.fingerprint_parts([harness.trial_inputs(module, s, device)]) for s in seeds] for _, module in sets]
     )
@@ -181,9 +180,9 @@ def run(job: dict, emit: Emit, control: Receiver) -> None:
     while True:  # orders until `stop`: a reused executor then waits for its next job
         order = control.receive()
         if order["type"] in ("calibrate", "time"):
-            _time_checked(job, emit, control, replays[0], timing_inputs(job, sets[0][1], all_seeds, device),
-                          all_seeds, [int(r) for r in order.get("checked_runs", [])],
-                          calibrate=order["type"] == "calibrate", copy_bytes=int(order.get("copy_bytes", 0)))
+            checks = list(zip(order["checked_runs"], order["check_seeds"]))
+            _time_checked(job, emit, control, replays[0], timing_inputs(job, sets[0][1], order["run_seed"], device),
+                          checks, calibrate=order["type"] == "calibrate", copy_bytes=int(order.get("copy_bytes", 0)))
         else:
             emit("stopped")  # the last message of this job: the server's reader stops here
             return
@@ -246,9 +245,9 @@ class TimingInputs:
         return self.ready[index]
 
 
-def timing_inputs(job: dict, reference, all_seeds: list[int], device: torch.device) -> TimingInputs:
-    """The timed runs' inputs: seeds derived from the job's secret-keyed ones, one per run."""
-    return TimingInputs(reference, harness.trial_seeds(all_seeds[-1], job["timing_runs"], job["trial_key"]), device)
+def timing_inputs(job: dict, reference, run_seed: int, device: torch.device) -> TimingInputs:
+    """The timed runs' inputs: one seed per run, from the order's `run_seed` (the server's, new to each timing)."""
+    return TimingInputs(reference, harness.trial_seeds(int(run_seed), job["timing_runs"], job["trial_key"]), device)
 
 
 def _checks(job: dict) -> int:
@@ -256,25 +255,25 @@ def _checks(job: dict) -> int:
     return int(job.get("timing_checks", 1 if job["timing_check"] else 0))
 
 
-def _time_checked(job: dict, emit: Emit, control: Receiver, replay, inputs: TimingInputs, all_seeds: list[int],
-                  checked_runs: list[int], calibrate: bool, copy_bytes: int = 0) -> None:
+def _time_checked(job: dict, emit: Emit, control: Receiver, replay, inputs: TimingInputs,
+                  checks: list[tuple[int, int]], calibrate: bool, copy_bytes: int = 0) -> None:
     """Time the replay on fresh inputs for every run (a kernel cannot serve a run from a cache keyed by its
-    inputs); the inputs of the runs in `checked_runs` (the server's secret choice) are the timing checks', whose
-    outputs the judge compares afterwards, so a kernel that skips work in some runs is caught as often as it
-    skips. Each checked run's outputs leave the GPU before the next run (to host memory, out of the kernels'
+    inputs); `checks` are the server's secret (run, seed) pairs: those runs' inputs are made from the seeds
+    the judge will compare their outputs against afterwards, so a kernel that skips work in some runs is
+    caught as often as it skips. Each checked run's outputs leave the GPU before the next run (to host memory, out of the kernels'
     reach), so no later run can write them, and the next run's allocations fall where every run's do.
     `calibrate`: the same batch with nothing run (what the server's clock subtracts), moving `copy_bytes`
     (the task's largest outputs, the server's figure) to the host once per check, as the timed batch moves
     the checked runs' outputs."""
-    checks = _checks(job)
     trials = job["trials"]
-    if calibrate:
-        checked_runs = list(range(checks))
-    elif len(checked_runs) != checks or len(set(checked_runs)) != checks:
-        raise ChannelClosed(f"a time order with {checked_runs!r} where {checks} distinct checked runs were due")
-    else:
-        for check, run in enumerate(checked_runs):
-            inputs.replace_seed(run, all_seeds[trials + check])
+    checked_runs = [int(run) for run, _ in checks]
+    if len(checks) != _checks(job) or len(set(checked_runs)) != len(checks) or \
+            not all(0 <= run < job["timing_runs"] for run in checked_runs):
+        raise ChannelClosed(f"a timing order with checked runs {checked_runs!r} where {_checks(job)} distinct ones "
+                            "were due")
+    if not calibrate:
+        for run, seed in checks:
+            inputs.replace_seed(int(run), int(seed))
     held: dict[int, list] = {}  # checked run -> its outputs, on the GPU until the next run starts
     on_host: dict[int, list] = {}
     if calibrate:

@@ -100,6 +100,7 @@ def _launch(kernel: str, args: list, grid: int, **kwargs) -> dict:
 
 
 X, STATE, OUT = {"ref": 0}, {"ref": 1}, {"ref": 2}
+CHECK_SEED = 424242  # the server's seed for the timing check (evaluation.timing_order draws a new one each time)
 EMPTY_LIKE = {"op": "aten.empty_like.default", "args": [X], "kwargs": {}, "out": OUT}
 
 
@@ -196,12 +197,13 @@ def _run_executor_job(tmp_path: Path, monkeypatch, checked_run: int, program: di
     monkeypatch.setattr(runner, "_time_checked", time_checked)
     said: list[tuple[str, dict]] = []
     runner.run(job, lambda kind, **fields: said.append((kind, fields)),
-               _Orders([{"type": "time", "checked_runs": [checked_run]}, {"type": "stop"}]))
+               _Orders([{"type": "time", "run_seed": 7, "checked_runs": [checked_run], "check_seeds": [CHECK_SEED]},
+                       {"type": "stop"}]))
     runner.forget_job()
     kinds = [k for k, _ in said]
     assert "timing" in kinds and "outputs_done" in kinds, said[-1][1].get("error", said[-3:])
     module = harness.load_problem_sets(job["reference_path"], [], job["seed"])[0][1]
-    seeds = harness.trial_seeds(job["seed"], trials + 1, job["trial_key"])
+    seeds = harness.trial_seeds(job["seed"], trials, job["trial_key"]) + [CHECK_SEED]  # the trials', the check's
     expected = [torch.relu(harness.trial_inputs(module, seed, torch.device("cpu"))[0]) for seed in seeds]
     judged = [torch.allclose(handed[(0, t)][0], expected[t])
               for t in range(trials + 1)]  # the trials, then the timing check (the judge's seed, seeds[-1])
@@ -255,7 +257,7 @@ def test_the_checked_run_s_outputs_cannot_be_changed_by_the_runs_after_it(monkey
 
     job = {"timing_runs": 100, "warmup_runs": 3, "trial_key": "k", "timing_check": True, "trials": 2}
     all_seeds = harness.trial_seeds(42, 3, "k")
-    timed = runner.timing_inputs(job, Reference, all_seeds, torch.device("cpu"))
+    timed = runner.timing_inputs(job, Reference, 11, torch.device("cpu"))
     checked_run, calls = 42, []
     earlier: list[tuple[weakref.ref, weakref.ref]] = []  # every forward's (inputs, outputs), held weakly
 
@@ -273,8 +275,8 @@ def test_the_checked_run_s_outputs_cannot_be_changed_by_the_runs_after_it(monkey
     monkeypatch.setattr(timing, "time_cuda", _time_cuda_on_the_cpu)
     monkeypatch.setattr(runner, "hand_over", lambda job_, emit, control, tensors, set_index, trial, fingerprint:
                         handed.update(outputs=[t.clone() for t in tensors]))
-    runner._time_checked(job, lambda kind, **fields: None, None, types.SimpleNamespace(run=run), timed, all_seeds,
-                         [checked_run], calibrate=False)
+    runner._time_checked(job, lambda kind, **fields: None, None, types.SimpleNamespace(run=run), timed,
+                         [(checked_run, all_seeds[-1])], calibrate=False)
     expected = torch.relu(harness.trial_inputs(Reference, all_seeds[-1], torch.device("cpu"))[0])
     repaired = torch.equal(handed["outputs"][0], expected)
     assert not repaired, (f"every timed forward skipped its work, yet the checked run's outputs the judge gets are "
@@ -315,7 +317,7 @@ def test_no_timed_run_s_inputs_exist_while_the_untimed_warm_up_runs(monkeypatch)
 
     job = {"timing_runs": 100, "warmup_runs": 3, "trial_key": "k", "timing_check": True, "trials": 2}
     all_seeds = harness.trial_seeds(42, 3, "k")
-    timed = runner.timing_inputs(job, Reference, all_seeds, torch.device("cpu"))
+    timed = runner.timing_inputs(job, Reference, 11, torch.device("cpu"))
     phase = {"warm-up": False}
     alive_in_warm_up: set[int] = set()
 
@@ -337,8 +339,8 @@ def test_no_timed_run_s_inputs_exist_while_the_untimed_warm_up_runs(monkeypatch)
 
     monkeypatch.setattr(timing, "time_cuda", time_cuda)
     monkeypatch.setattr(runner, "hand_over", lambda *args, **kwargs: None)
-    runner._time_checked(job, lambda kind, **fields: None, None, types.SimpleNamespace(run=run), timed, all_seeds,
-                         [42], calibrate=False)
+    runner._time_checked(job, lambda kind, **fields: None, None, types.SimpleNamespace(run=run), timed,
+                         [(42, all_seeds[-1])], calibrate=False)
     assert not alive_in_warm_up, (f"during the untimed warm-up the inputs of {len(alive_in_warm_up)} other timed runs "
                                   f"were alive (the checked run 42's among them: {42 in alive_in_warm_up})")
 
@@ -361,14 +363,14 @@ def test_the_empty_batch_makes_no_more_inputs_than_the_timed_batch(interpreter, 
     fake_replay = types.SimpleNamespace(run=lambda inputs: [inputs[0]])
     monkeypatch.setattr(runner, "hand_over", lambda *args, **kwargs: None)
     emit = lambda kind, **fields: None  # noqa: E731
-    timed = runner.timing_inputs(job, Reference, all_seeds, torch.device("cpu"))
+    timed = runner.timing_inputs(job, Reference, 11, torch.device("cpu"))
     Reference.made = 0
-    runner._time_checked(job, emit, None, fake_replay, runner.timing_inputs(job, Reference, all_seeds,
+    runner._time_checked(job, emit, None, fake_replay, runner.timing_inputs(job, Reference, 12,
                                                                             torch.device("cpu")),
-                         all_seeds, [], calibrate=True)
+                         [(0, 1)], calibrate=True)
     in_empty_batch = Reference.made
     Reference.made = 0
-    runner._time_checked(job, emit, None, fake_replay, timed, all_seeds, [42], calibrate=False)
+    runner._time_checked(job, emit, None, fake_replay, timed, [(42, all_seeds[-1])], calibrate=False)
     in_timed_batch = Reference.made
     assert in_empty_batch <= in_timed_batch + 1, (
         f"the empty batch made {in_empty_batch} input sets inside the server's clock, the timed batch "

@@ -81,22 +81,21 @@ def test_the_empty_batch_moves_as_many_bytes_to_the_host_as_the_timed_batch(monk
     monkeypatch.setattr(timing, "time_cuda", _time_on_the_cpu)
     monkeypatch.setattr(runner, "hand_over", lambda *args, **kwargs: None)
     job = {"timing_runs": 20, "warmup_runs": 3, "trial_key": "k", "timing_check": True, "trials": 2}
-    seeds = harness.trial_seeds(42, 3, "k")
     replay = types.SimpleNamespace(run=lambda inputs: [inputs[0] * 2])
     output_bytes = 16 * 16 * 4
     runner._time_checked(job, lambda kind, **fields: None, None, replay,
-                         runner.timing_inputs(job, Reference, seeds, torch.device("cpu")), seeds, [7], calibrate=False)
+                         runner.timing_inputs(job, Reference, 11, torch.device("cpu")), [(7, 1234)], calibrate=False)
     timed = list(moved)
     moved.clear()
     runner._time_checked(job, lambda kind, **fields: None, None, replay,
-                         runner.timing_inputs(job, Reference, seeds, torch.device("cpu")), seeds, [], calibrate=True,
+                         runner.timing_inputs(job, Reference, 12, torch.device("cpu")), [(3, 99)], calibrate=True,
                          copy_bytes=output_bytes)
     assert timed == [output_bytes] and moved == [output_bytes]
 
 
 def test_several_checked_runs_are_handed_to_the_judge_in_order(monkeypatch):
-    """With three checks, the three secret runs take the judge's seeds (those after the trials') and their
-    outputs go to the judge as the first set's trials 2, 3 and 4, whatever order the runs come in."""
+    """With three checks, the three secret runs take the seeds the server chose for the judge, and their outputs
+    go to the judge as the first set's trials 2, 3 and 4, in the order the server listed them."""
     import types
 
     from sandbox_service import timing
@@ -108,12 +107,21 @@ def test_several_checked_runs_are_handed_to_the_judge_in_order(monkeypatch):
                         handed.update({trial: tensors[0]}))
     job = {"timing_runs": 20, "warmup_runs": 3, "trial_key": "k", "timing_check": True, "timing_checks": 3,
            "trials": 2}
-    seeds = harness.trial_seeds(42, 5, "k")
+    checks = [(15, 101), (3, 202), (9, 303)]
     replay = types.SimpleNamespace(run=lambda inputs: [inputs[0] * 2])
     runner._time_checked(job, lambda kind, **fields: None, None, replay,
-                         runner.timing_inputs(job, Reference, seeds, torch.device("cpu")), seeds, [15, 3, 9],
-                         calibrate=False)
+                         runner.timing_inputs(job, Reference, 11, torch.device("cpu")), checks, calibrate=False)
     assert sorted(handed) == [2, 3, 4]
-    for check in range(3):
-        made = harness.trial_inputs(Reference, seeds[2 + check], torch.device("cpu"))[0]
+    for check, (_, seed) in enumerate(checks):
+        made = harness.trial_inputs(Reference, seed, torch.device("cpu"))[0]
         assert torch.equal(handed[2 + check], made * 2)
+
+
+def test_a_timing_order_is_new_every_time():
+    """The server's secrets for a timing (evaluation.timing_order): nothing repeats between two timings, so no
+    memory of an earlier evaluation finds the checked runs."""
+    from sandbox_service.evaluation import timing_order
+
+    first, second = timing_order(100, 3), timing_order(100, 3)
+    assert first["run_seed"] != second["run_seed"] and not set(first["check_seeds"]) & set(second["check_seeds"])
+    assert len(set(first["checked_runs"])) == 3 and all(0 <= r < 100 for r in first["checked_runs"])

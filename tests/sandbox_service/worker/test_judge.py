@@ -202,3 +202,23 @@ def test_an_outputs_file_far_larger_than_the_reference_s_is_not_read(prepared, m
     answer = _compare(the_judge, outputs, _file(outputs))
     assert answer["type"] == "compared" and not answer["passed"], answer
     assert "bytes" in answer["message"]
+
+
+def _reference_outputs(the_judge: judge.Judge, seed: int) -> list[torch.Tensor]:
+    problem = the_judge.problems[KEY]
+    inputs = harness.trial_inputs(problem.sets[0][1], seed, the_judge.device)
+    return [t.detach() for t in harness.flatten_outputs(problem.models[0](*inputs))]
+
+
+def test_a_timing_check_is_compared_against_the_reference_on_its_own_seed(prepared):
+    """A timing check comes as a trial after the prepared ones with the seed the server drew for it: the judge
+    runs the reference on that seed then (nothing prepared or cached repeats between evaluations)."""
+    the_judge, outputs = prepared
+    harness.save_outputs(_reference_outputs(the_judge, 777), _file(outputs, trial=2)["path"])
+    request = {"op": "compare", "key": KEY, "set": 0, "trial": 2, "handover": _file(outputs, trial=2),
+               "outputs_dir": outputs, "ipc_min_bytes": None}
+    assert judge.answer(the_judge, {**request, "seed": 777})["passed"]
+    assert not judge.answer(the_judge, {**request, "seed": 778})["passed"]
+    assert judge.answer(the_judge, request)["type"] == "malformed"  # without a seed: a trial the task lacks
+    assert judge.answer(the_judge, {**request, "seed": -1})["type"] == "malformed"
+    assert the_judge.counts["timing_check"] == 2
