@@ -955,14 +955,16 @@ class _Evaluation:
             started = time.monotonic()
             # The empty batch (flushes, synchronisations, input generation) depends on the GPU and the task,
             # not on the candidate: measured once per lane and task (a group of candidates shares it).
-            empty_s = self.lane.empty_batch_s.get(self.problem.key)
+            # ... and on the batch's length: keyed by both (another client's options must not set this one's floor)
+            batch_key = (self.problem.key, self.options.warmup_runs, self.options.timing_runs)
+            empty_s = self.lane.empty_batch_s.get(batch_key)
             if empty_s is None:
                 # The timed batch moves the checked run's outputs to the host once: so does the empty one.
                 copy_bytes = int((self.judge.prepared or {}).get("output_bytes", 0))
                 order = {**timing_order(self.options.timing_runs, self.timing_checks), "type": "calibrate",
                          "copy_bytes": copy_bytes}
                 empty_s = self._timed_order(order, "calibrated", messages, deadline, job)
-                self.lane.empty_batch_s[self.problem.key] = empty_s
+                self.lane.empty_batch_s[batch_key] = empty_s
             order = timing_order(self.options.timing_runs, self.timing_checks)
             self.check_seeds = order["check_seeds"]
             batch_s = self._timed_order(order, "timing", messages, deadline, job)

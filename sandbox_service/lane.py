@@ -134,7 +134,8 @@ class Lane:
                 ChildSpec(BUILDER, config.backend, config.gpu, config.work_root),
                 env_extra={"TRITONRL_TRUSTED_BUILDS": str(self._trusted_builds)}))
         self.problem_sizes: dict[str, tuple[int, int]] = {}  # task key -> (input, output) bytes per trial
-        self.empty_batch_s: dict[str, float] = {}  # task key -> the timed batch with nothing run (evaluation._time)
+        # (task key, warm-up runs, timed runs) -> the timed batch with nothing run (evaluation._time)
+        self.empty_batch_s: dict[tuple[str, int, int], float] = {}
         self.reference_sizes: dict[str, tuple[int, int]] = {}  # reference_key -> the same, measured by a validation
         self._builds: dict[str, Future] = {}
         self._builds_lock = threading.Lock()

@@ -139,11 +139,24 @@ class SandboxServicer(pb_grpc.SandboxServicer):
 
     def EvaluateStream(self, request_iterator, context):
         """Every request read gets exactly one response, in completion order (streams.AnswerStream)."""
-        jobs: list[Job] = []
-        context.add_callback(lambda: [job.cancel() for job in list(jobs)])
+        jobs: set[Job] = set()  # the stream's jobs while they run (a stream may last a whole training run)
+        lock = threading.Lock()
+
+        def cancel_all() -> None:
+            with lock:
+                running = list(jobs)
+            for job in running:
+                job.cancel()
+
+        context.add_callback(cancel_all)
 
         def answer(stream: AnswerStream, request_id: str, result: EvalResult) -> None:
             stream.put(pb.EvaluateResponse(request_id=request_id, result=result_to_pb(result)))
+
+        def finished(stream: AnswerStream, request_id: str, job: Job, future) -> None:
+            with lock:
+                jobs.discard(job)
+            answer(stream, request_id, future.result())
 
         def feed(stream: AnswerStream) -> None:
             for request in request_iterator:
@@ -153,13 +166,14 @@ class SandboxServicer(pb_grpc.SandboxServicer):
                 except ValueError as exc:
                     answer(stream, request.request_id, EvalResult(Status.INFRA_ERROR, error=f"invalid request: {exc}"))
                     continue
-                jobs.append(job)
+                with lock:
+                    jobs.add(job)
                 try:
                     self.scheduler.submit(job, block=True, should_stop=lambda: not context.is_active())
                 except ShuttingDown:
                     answer(stream, request.request_id, EvalResult(Status.INFRA_ERROR, error="the server is shutting down"))
                     break
-                job.future.add_done_callback(lambda f, rid=request.request_id: answer(stream, rid, f.result()))
+                job.future.add_done_callback(lambda f, rid=request.request_id, j=job: finished(stream, rid, j, f))
 
         yield from answer_stream(self.stream_slots, context, feed, "stream-feeder")
 

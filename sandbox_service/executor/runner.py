@@ -260,11 +260,14 @@ def _time_checked(job: dict, emit: Emit, control: Receiver, replay, inputs: Timi
     """Time the replay on fresh inputs for every run (a kernel cannot serve a run from a cache keyed by its
     inputs); `checks` are the server's secret (run, seed) pairs: those runs' inputs are made from the seeds
     the judge will compare their outputs against afterwards, so a kernel that skips work in some runs is
-    caught as often as it skips. Each checked run's outputs leave the GPU before the next run (to host memory, out of the kernels'
-    reach), so no later run can write them, and the next run's allocations fall where every run's do.
-    `calibrate`: the same batch with nothing run (what the server's clock subtracts), moving `copy_bytes`
-    (the task's largest outputs, the server's figure) to the host once per check, as the timed batch moves
-    the checked runs' outputs."""
+    caught as often as it skips.
+
+    Between runs the last call's outputs are copied into buffers made once for the batch and never handed to
+    a kernel, whatever run it was: a checked run's copy is kept (no later run can write what the judge gets),
+    the others are overwritten. The same work and no allocation after every run, checked or not: neither the
+    gaps between runs (a kernel can read the GPU's clock) nor the allocator's addresses say which runs are
+    checked. `calibrate`: the same batch with nothing run (what the server's clock subtracts), copying
+    `copy_bytes` (the task's largest outputs, the server's figure) after every call as the timed batch does."""
     trials = job["trials"]
     checked_runs = [int(run) for run, _ in checks]
     if len(checks) != _checks(job) or len(set(checked_runs)) != len(checks) or \
@@ -274,36 +277,47 @@ def _time_checked(job: dict, emit: Emit, control: Receiver, replay, inputs: Timi
     if not calibrate:
         for run, seed in checks:
             inputs.replace_seed(int(run), int(seed))
-    held: dict[int, list] = {}  # checked run -> its outputs, on the GPU until the next run starts
-    on_host: dict[int, list] = {}
-    if calibrate:
-        held = {run: [torch.empty(max(0, copy_bytes), dtype=torch.uint8, device=inputs.device)] for run in checked_runs}
-    current: dict = {}
+    warmup = job["warmup_runs"]
+    last: dict = {}  # the last call's outputs, its run and whether it was timed
+    spare: list[list[torch.Tensor]] = []  # copy buffers: one in use, one per check still to come
+    kept: dict[int, list[torch.Tensor]] = {}
+    calls = [0]
+    dummy = [torch.empty(max(0, copy_bytes), dtype=torch.uint8, device=inputs.device)] if calibrate else None
 
-    def to_host(run: int) -> None:
-        on_host[run] = [t.detach().to("cpu", copy=True) for t in held.pop(run)]
+    def copy_last() -> None:
+        if "outputs" not in last:
+            return
+        outputs, run, timed = last.pop("outputs"), last.pop("run"), last.pop("timed")
+        if not spare:  # made once, at the first copy (after the warm-up), the same in every batch
+            spare.extend([torch.empty_like(t) for t in outputs] for _ in range(len(checks) + 1))
+        for buffer, t in zip(spare[-1], outputs):
+            buffer.copy_(t)
+        if timed and run in checked_runs and run not in kept and not calibrate:
+            kept[run] = spare.pop()
 
     def before_run(index: int) -> None:
-        for run in [r for r in held if r != index]:  # that checked run is over (not just its warm-up)
-            to_host(run)
+        copy_last()
         current.pop("inputs", None)
         current["inputs"] = inputs(index)
         current["index"] = index
 
     def forward() -> None:
-        outputs = replay.run(current["inputs"])
-        if current["index"] in checked_runs:  # the warm-up's calls are on run 0's inputs: the last call counts
-            held[current["index"]] = outputs
+        last.clear()  # warm-up calls follow one another: the last one's outputs go before this one's are made
+        calls[0] += 1
+        outputs = dummy if calibrate else replay.run(current["inputs"])
+        last.update(outputs=outputs, run=current["index"], timed=calls[0] > warmup)
 
+    current: dict = {}
     if calibrate:
-        _time(emit, lambda: None, job, "calibrated", before_run)
+        _time(emit, forward, job, "calibrated", before_run)
+        copy_last()
     elif _time(emit, forward, job, "timing", before_run):
-        for run in list(held):  # the last run was a checked one
-            to_host(run)
+        copy_last()  # the last run's (no kernel runs any more)
         for check, run in enumerate(checked_runs):
-            outputs = on_host[run]
+            outputs = kept[run]
             hand_over(job, emit, control, outputs, 0, trials + check, harness.fingerprint([outputs]))
     current.clear()
+    last.clear()
 
 
 def _time(emit: Emit, fn, job: dict, reply: str, before_run=None) -> bool:

@@ -60,24 +60,23 @@ def _time_on_the_cpu(fn, *, warmup, runs, method, before_run=None):
     return timing.summarize([1.0] * runs, method)
 
 
-def test_the_empty_batch_moves_as_many_bytes_to_the_host_as_the_timed_batch(monkeypatch):
-    """The timed batch moves each checked run's outputs off the GPU before the next run (inside the server's
-    clock); the empty batch the server subtracts moves the task's output size as many times, or the difference
-    would charge those copies to the candidate's runs (the outside floor)."""
+def test_the_empty_batch_copies_what_the_timed_batch_copies_between_runs(monkeypatch):
+    """After every call the timed batch copies the outputs into buffers of its own (inside the server's clock);
+    the empty batch the server subtracts copies the task's output size as often, or the difference would charge
+    those copies to the candidate's runs (the outside floor). Nothing goes to the host inside either batch."""
     import types
 
     from sandbox_service import timing
     from sandbox_service.executor import runner
 
-    moved: list[int] = []
-    real_to = torch.Tensor.to
+    copied: list[int] = []
+    real_copy = torch.Tensor.copy_
 
-    def to(self, *args, **kwargs):
-        if kwargs.get("copy") and args and str(args[0]) == "cpu":
-            moved.append(self.numel() * self.element_size())
-        return real_to(self, *args, **kwargs)
+    def copy_(self, src, *args, **kwargs):
+        copied.append(src.numel() * src.element_size())
+        return real_copy(self, src, *args, **kwargs)
 
-    monkeypatch.setattr(torch.Tensor, "to", to)
+    monkeypatch.setattr(torch.Tensor, "copy_", copy_)
     monkeypatch.setattr(timing, "time_cuda", _time_on_the_cpu)
     monkeypatch.setattr(runner, "hand_over", lambda *args, **kwargs: None)
     job = {"timing_runs": 20, "warmup_runs": 3, "trial_key": "k", "timing_check": True, "trials": 2}
@@ -85,12 +84,12 @@ def test_the_empty_batch_moves_as_many_bytes_to_the_host_as_the_timed_batch(monk
     output_bytes = 16 * 16 * 4
     runner._time_checked(job, lambda kind, **fields: None, None, replay,
                          runner.timing_inputs(job, Reference, 11, torch.device("cpu")), [(7, 1234)], calibrate=False)
-    timed = list(moved)
-    moved.clear()
+    timed = list(copied)
+    copied.clear()
     runner._time_checked(job, lambda kind, **fields: None, None, replay,
                          runner.timing_inputs(job, Reference, 12, torch.device("cpu")), [(3, 99)], calibrate=True,
                          copy_bytes=output_bytes)
-    assert timed == [output_bytes] and moved == [output_bytes]
+    assert timed == copied == [output_bytes] * 21  # after the warm-up and after each of the 20 runs
 
 
 def test_several_checked_runs_are_handed_to_the_judge_in_order(monkeypatch):
