@@ -46,7 +46,10 @@ from tritonrl.sandbox.v1 import sandbox_pb2_grpc as pb_grpc
 log = logging.getLogger(__name__)
 
 RETRYABLE = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.ABORTED})
-_MAX_MESSAGE = 16 * 1024 * 1024
+MAX_MESSAGE_BYTES = 16 * 1024 * 1024
+# Both ends of every Sandbox channel (client, server, the several-GPU front and its lane servers).
+MESSAGE_OPTIONS = [("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+                   ("grpc.max_send_message_length", MAX_MESSAGE_BYTES)]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,10 +76,7 @@ class Pair:
 class _Target:
     def __init__(self, address: str):
         self.address = address
-        self.channel = grpc.insecure_channel(
-            address,
-            options=[("grpc.max_receive_message_length", _MAX_MESSAGE), ("grpc.max_send_message_length", _MAX_MESSAGE)],
-        )
+        self.channel = grpc.insecure_channel(address, options=MESSAGE_OPTIONS)
         self.stub = pb_grpc.SandboxStub(self.channel)
         self.in_flight = 0
 

@@ -431,9 +431,8 @@ class _Evaluation:
         self.folder = Path()  # the candidate process's own folder, once it has one (_with_candidate)
         self.outputs_dir = ""  # its outputs folder, inside that one (resolved: messages.check_output_path)
         # The executor design has the judge check TIMING_CHECKS timed runs' outputs, on seeds new to each timing.
-        self.timing_check = lane.executor_design and options.time and lane.backend == "cuda"
-        self.timing_checks = min(TIMING_CHECKS, options.timing_runs) if self.timing_check else 0
-        self.check_seeds: list[int] = []
+        timed_by_executor = lane.executor_design and options.time and lane.backend == "cuda"
+        self.timing_checks = min(TIMING_CHECKS, options.timing_runs) if timed_by_executor else 0
         self.problem = ProblemRef.create(reference_source, input_sets, options, lane.trial_key)
         # This evaluation's IPC threshold (None: files only). A failed IPC hand-over changes it for this
         # evaluation alone; a malformed one is the candidate's cheat. The lane's setting is never changed here.
@@ -686,7 +685,7 @@ class _Evaluation:
         self.outputs_dir = os.path.realpath(outputs)
         job = {**self._job(), "program": program, "folder": str(self.folder),
                "constants_path": str(self.folder / CONSTANTS_FILE), "trial_key": self.lane.trial_key,
-               "timing_check": self.timing_check, "timing_checks": self.timing_checks}
+               "timing_checks": self.timing_checks}
         check = schema.Schema(len(self.problem.input_sets) + 1, self.options.trials, self.outputs_dir,
                               self.ipc_min_bytes, timing_checks=self.timing_checks).check
         executor.receiver.max_bytes = CANDIDATE_FRAME_BYTES
@@ -946,9 +945,10 @@ class _Evaluation:
 
         The executor times the replay with CUDA events, in a context the candidate's kernels run in, so the
         figure is checked from outside: the server times, on its own clock, the same batch of runs and (once per
-        lane and task) the batch with nothing in it (flushes, synchronisations, input generation). The
-        candidate's time is never below OUTSIDE_FLOOR of what that difference leaves per run. Every timed run
-        has fresh inputs, and one of them, chosen in secret, is the judge's timing check (_timing_check)."""
+        lane, task and batch length) the batch with nothing in it (flushes, synchronisations, input generation,
+        copies). The candidate's time is never below OUTSIDE_FLOOR of what that difference leaves per run. Every
+        timed run has fresh inputs, and TIMING_CHECKS of them, chosen in secret, are the judge's timing checks
+        (_timing_check)."""
         waited = time.monotonic()
         with self.lane.gate.exclusive(), self.lane.freezer.others_frozen(keep=self.child):
             deadline.extend(time.monotonic() - waited)
@@ -959,14 +959,13 @@ class _Evaluation:
             batch_key = (self.problem.key, self.options.warmup_runs, self.options.timing_runs)
             empty_s = self.lane.empty_batch_s.get(batch_key)
             if empty_s is None:
-                # The timed batch moves the checked run's outputs to the host once: so does the empty one.
+                # The timed batch copies its outputs after every call: the empty one copies as many bytes.
                 copy_bytes = int((self.judge.prepared or {}).get("output_bytes", 0))
                 order = {**timing_order(self.options.timing_runs, self.timing_checks), "type": "calibrate",
                          "copy_bytes": copy_bytes}
                 empty_s = self._timed_order(order, "calibrated", messages, deadline, job)
                 self.lane.empty_batch_s[batch_key] = empty_s
             order = timing_order(self.options.timing_runs, self.timing_checks)
-            self.check_seeds = order["check_seeds"]
             batch_s = self._timed_order(order, "timing", messages, deadline, job)
             message = self.seen["timing"]
             candidate = TimingStats(**message["candidate"])
@@ -974,8 +973,8 @@ class _Evaluation:
             held_s = time.monotonic() - started
         log.debug("timing: waited %.1f ms for the GPU, held it %.1f ms (batch %.1f ms, empty batch %.1f ms)",
                   (started - waited) * 1e3, held_s * 1e3, batch_s * 1e3, empty_s * 1e3)
-        for check in range(self.timing_checks):  # the judge's comparisons need the GPU shared: after the hold
-            self._timing_check(messages, deadline, check)
+        for check, seed in enumerate(order["check_seeds"]):  # the judge's comparisons share the GPU: after the hold
+            self._timing_check(messages, deadline, check, seed)
         calls = self.options.warmup_runs + self.options.timing_runs
         outside_us = max(0.0, batch_s - empty_s) / max(1, calls) * 1e6
         result = self.result
@@ -991,7 +990,7 @@ class _Evaluation:
         _layer(result, "timing", Outcome.PASSED, started, detail)
         result.status = Status.OK
 
-    def _timing_check(self, messages: MessageStream, deadline: Deadline, check: int) -> None:
+    def _timing_check(self, messages: MessageStream, deadline: Deadline, check: int, seed: int) -> None:
         """The outputs of checked run `check` (chosen in secret, on inputs the judge knows): work skipped in the
         timed runs shows here; a kernel skipping a share p of the runs passes all TIMING_CHECKS checks with
         probability (1 - p)^TIMING_CHECKS. Outputs that differ are `incorrect` (they may be an honest kernel's
@@ -1007,7 +1006,7 @@ class _Evaluation:
             self._failure(kind, message)
             if kind == "trial_outputs":
                 break
-        answer = self.judge.compare(message, self.outputs_dir, self.ipc_min_bytes, seed=self.check_seeds[check])
+        answer = self.judge.compare(message, self.outputs_dir, self.ipc_min_bytes, seed=seed)
         if answer.get("type") == "malformed":
             raise self._tampering(str(answer.get("rule") or schema.HANDOVER_RULE), str(answer.get("error", "")))
         if answer.get("type") != "compared":

@@ -9,8 +9,8 @@ other user, and no candidate, whose jail cannot reach it, talks to it), and the 
   RESOURCE_EXHAUSTED or UNAVAILABLE is skipped for that request, and the request tried on the next;
 - EvaluateStream is read only while the lanes have room (their workers plus queues), every request gets
   one response, in completion order;
-- a lane server that dies is started again (its requests in flight are retried elsewhere), and health is
-  SERVING while at least one lane server is up;
+- a lane server that dies is started again (its requests in flight are retried elsewhere; meanwhile the
+  others take every request);
 - the front's caller going away cancels the forwarded call, which cancels the evaluation.
 """
 
@@ -32,10 +32,11 @@ from pathlib import Path
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
+from sandbox_service.client import MESSAGE_OPTIONS
 from sandbox_service.convert import result_to_pb
 from sandbox_service.devices import BackendInfo
 from sandbox_service.results import EvalResult, Status
-from sandbox_service.streams import AnswerStream, answer_stream, stream_slots
+from sandbox_service.streams import AnswerStream, InFlight, answer_stream, stream_slots
 from tritonrl.sandbox.v1 import sandbox_pb2 as pb
 from tritonrl.sandbox.v1 import sandbox_pb2_grpc as pb_grpc
 
@@ -71,16 +72,14 @@ class LaneServers:
     """Starts, watches and restarts one lane server per GPU; picks the one a request goes to."""
 
     def __init__(self, gpus: tuple[int, ...], serve_args: list[str], log_level: str, grace_s: float):
-        self.gpus, self.serve_args, self.log_level, self.grace_s = gpus, serve_args, log_level, grace_s
+        self.serve_args, self.log_level, self.grace_s = serve_args, log_level, grace_s
         self.folder = Path(tempfile.mkdtemp(prefix="tritonrl-lanes-"))  # 0700: the sockets are the owner's alone
         self._lock = threading.Lock()
         self._rotation = itertools.count()
         self._stopping = threading.Event()
         self._starts = itertools.count()
-        self.links: list[LaneLink] = []
         with futures.ThreadPoolExecutor(len(gpus)) as pool:
-            started = list(pool.map(self._start, gpus))
-        self.links = started
+            self.links: list[LaneLink] = list(pool.map(self._start, gpus))
         self._watcher = threading.Thread(target=self._watch, name="lane-watcher", daemon=True)
         self._watcher.start()
 
@@ -102,7 +101,7 @@ class LaneServers:
                 raise LaneServerError(f"the lane server for GPU {gpu} was not ready within {START_TIMEOUT_S:.0f} s")
             time.sleep(0.05)
         address = json.loads(ready.read_text())["address"]
-        channel = grpc.insecure_channel(address, options=_CHANNEL_OPTIONS)
+        channel = grpc.insecure_channel(address, options=MESSAGE_OPTIONS)
         stub = pb_grpc.SandboxStub(channel)
         info = stub.GetServerInfo(pb.ServerInfoRequest(), timeout=30)
         log.info("lane server for GPU %d ready on %s (pid %d, %d workers)", gpu, address, process.pid, info.workers)
@@ -150,11 +149,6 @@ class LaneServers:
     def capacity(self) -> int:
         return sum(link.capacity for link in self.links)
 
-    @property
-    def any_up(self) -> bool:
-        with self._lock:
-            return any(link.up for link in self.links)
-
     def acquire(self, skip: set[int]) -> LaneLink | None:
         """The lane server with the fewest requests in flight (ties rotate), counted as one more; None if
         every lane server is down or skipped."""
@@ -172,8 +166,6 @@ class LaneServers:
             link.in_flight -= 1
 
 
-_CHANNEL_OPTIONS = [("grpc.max_receive_message_length", 16 * 1024 * 1024),
-                    ("grpc.max_send_message_length", 16 * 1024 * 1024)]
 
 
 class Forwarded(Exception):
@@ -182,32 +174,6 @@ class Forwarded(Exception):
     def __init__(self, code: grpc.StatusCode, details: str):
         super().__init__(details)
         self.code, self.details = code, details
-
-
-class InFlight:
-    """A stream's forwarded calls while they run: cancelled together when the stream ends."""
-
-    def __init__(self):
-        self._lock = threading.Lock()
-        self._calls: set = set()
-
-    def add(self, future) -> None:
-        with self._lock:
-            self._calls.add(future)
-
-    def discard(self, future) -> None:
-        with self._lock:
-            self._calls.discard(future)
-
-    def __len__(self) -> int:
-        with self._lock:
-            return len(self._calls)
-
-    def cancel_all(self) -> None:
-        with self._lock:
-            calls = list(self._calls)
-        for future in calls:
-            future.cancel()
 
 
 class FanoutServicer(pb_grpc.SandboxServicer):
@@ -339,7 +305,7 @@ class FanoutServer:
         self.host = host
         self.lanes = LaneServers(info.gpus, serve_args, log_level, grace_s)
         servicer = FanoutServicer(self.lanes, info)
-        self._grpc = grpc.server(futures.ThreadPoolExecutor(max_workers=servicer.threads), options=_CHANNEL_OPTIONS)
+        self._grpc = grpc.server(futures.ThreadPoolExecutor(max_workers=servicer.threads), options=MESSAGE_OPTIONS)
         pb_grpc.add_SandboxServicer_to_server(servicer, self._grpc)
         self.health = health.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self._grpc)

@@ -25,6 +25,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from sandbox_service import __version__
+from sandbox_service.client import MESSAGE_OPTIONS
 from sandbox_service.convert import (
     inductor_options_from_pb, inductor_to_pb, input_sets_from_pb, options_from_pb, result_to_pb,
     validate_options_from_pb, validation_to_pb,
@@ -38,7 +39,7 @@ from sandbox_service.scheduler import (
     Job, QueueFull, Scheduler, SchedulerConfig, ShuttingDown, default_workers, evaluation_job, inductor_job,
     validation_batch_job, validation_job,
 )
-from sandbox_service.streams import AnswerStream, answer_stream, stream_slots
+from sandbox_service.streams import AnswerStream, InFlight, answer_stream, stream_slots
 from sandbox_service.validation import MAX_BATCH
 from tritonrl.sandbox.v1 import sandbox_pb2 as pb
 from tritonrl.sandbox.v1 import sandbox_pb2_grpc as pb_grpc
@@ -46,7 +47,6 @@ from tritonrl.sandbox.v1 import sandbox_pb2_grpc as pb_grpc
 log = logging.getLogger(__name__)
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["Sandbox"].full_name
-MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 
 
 @dataclasses.dataclass(frozen=True)
@@ -139,23 +139,14 @@ class SandboxServicer(pb_grpc.SandboxServicer):
 
     def EvaluateStream(self, request_iterator, context):
         """Every request read gets exactly one response, in completion order (streams.AnswerStream)."""
-        jobs: set[Job] = set()  # the stream's jobs while they run (a stream may last a whole training run)
-        lock = threading.Lock()
-
-        def cancel_all() -> None:
-            with lock:
-                running = list(jobs)
-            for job in running:
-                job.cancel()
-
-        context.add_callback(cancel_all)
+        jobs = InFlight()
+        context.add_callback(jobs.cancel_all)
 
         def answer(stream: AnswerStream, request_id: str, result: EvalResult) -> None:
             stream.put(pb.EvaluateResponse(request_id=request_id, result=result_to_pb(result)))
 
         def finished(stream: AnswerStream, request_id: str, job: Job, future) -> None:
-            with lock:
-                jobs.discard(job)
+            jobs.discard(job)
             answer(stream, request_id, future.result())
 
         def feed(stream: AnswerStream) -> None:
@@ -166,8 +157,7 @@ class SandboxServicer(pb_grpc.SandboxServicer):
                 except ValueError as exc:
                     answer(stream, request.request_id, EvalResult(Status.INFRA_ERROR, error=f"invalid request: {exc}"))
                     continue
-                with lock:
-                    jobs.add(job)
+                jobs.add(job)
                 try:
                     self.scheduler.submit(job, block=True, should_stop=lambda: not context.is_active())
                 except ShuttingDown:
@@ -215,10 +205,7 @@ class SandboxServer:
         threads = config.queue_capacity + self.scheduler.workers + 16
         self._grpc = grpc.server(
             futures.ThreadPoolExecutor(max_workers=threads),
-            options=[
-                ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-                ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
-            ],
+            options=MESSAGE_OPTIONS,
         )
         pb_grpc.add_SandboxServicer_to_server(
             SandboxServicer(self.scheduler, self.info, config.default_options, threads), self._grpc

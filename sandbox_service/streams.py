@@ -1,5 +1,6 @@
 """EvaluateStream's contract, shared by the one-process server and the several-GPU front: every request read
-gets exactly one response, yielded in completion order, and the stream ends once all of them are out."""
+gets exactly one response, yielded in completion order, and the stream ends once all of them are out; a
+stream holds only the work still running (InFlight) and one of a bounded number of slots."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import queue
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
+
+import grpc
 
 log = logging.getLogger(__name__)
 # gRPC handler threads no stream may hold: with every other one taken by open streams (which may send nothing
@@ -23,8 +26,6 @@ def stream_slots(threads: int) -> threading.BoundedSemaphore:
 
 def answer_stream(slots: threading.BoundedSemaphore, context, feed, name: str) -> Iterator[Any]:
     """An AnswerStream's answers, holding one of `slots` while the stream is open; none free: RESOURCE_EXHAUSTED."""
-    import grpc
-
     if not slots.acquire(blocking=False):
         context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, "too many open streams; try again later")
     try:
@@ -38,6 +39,33 @@ class _FedAll:
     """The feeder read `count` requests and will put nothing more."""
 
     count: int
+
+
+class InFlight:
+    """A stream's work while it runs (jobs, forwarded calls: anything with `cancel()`), cancelled together when
+    the stream ends; each leaves once done, so a stream that lasts a whole training run holds only what runs."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._calls: set = set()
+
+    def add(self, future) -> None:
+        with self._lock:
+            self._calls.add(future)
+
+    def discard(self, future) -> None:
+        with self._lock:
+            self._calls.discard(future)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._calls)
+
+    def cancel_all(self) -> None:
+        with self._lock:
+            calls = list(self._calls)
+        for future in calls:
+            future.cancel()
 
 
 class AnswerStream:

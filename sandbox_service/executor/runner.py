@@ -96,7 +96,6 @@ def run(job: dict, emit: Emit, control: Receiver) -> None:
     started = clock()
     device = harness.device_for(job["backend"])
     sets = harness.load_problem_sets(job["reference_path"], job["input_sets"], job["seed"])
-    # With the timing check, one seed more: the judge knows its outputs, the timed runs include its inputs.
     seeds = harness.trial_seeds(job["seed"], job["trials"], job["trial_key"])
     expected = harness.finish_fingerprint_grid(
         [[harness.fingerprint_parts([harness.trial_inputs(module, s, device)]) for s in seeds] for _, module in sets]
@@ -250,11 +249,6 @@ def timing_inputs(job: dict, reference, run_seed: int, device: torch.device) -> 
     return TimingInputs(reference, harness.trial_seeds(int(run_seed), job["timing_runs"], job["trial_key"]), device)
 
 
-def _checks(job: dict) -> int:
-    """How many timed runs the judge checks (their seeds follow the trials')."""
-    return int(job.get("timing_checks", 1 if job["timing_check"] else 0))
-
-
 def _time_checked(job: dict, emit: Emit, control: Receiver, replay, inputs: TimingInputs,
                   checks: list[tuple[int, int]], calibrate: bool, copy_bytes: int = 0) -> None:
     """Time the replay on fresh inputs for every run (a kernel cannot serve a run from a cache keyed by its
@@ -270,10 +264,10 @@ def _time_checked(job: dict, emit: Emit, control: Receiver, replay, inputs: Timi
     `copy_bytes` (the task's largest outputs, the server's figure) after every call as the timed batch does."""
     trials = job["trials"]
     checked_runs = [int(run) for run, _ in checks]
-    if len(checks) != _checks(job) or len(set(checked_runs)) != len(checks) or \
+    if len(checks) != job["timing_checks"] or len(set(checked_runs)) != len(checks) or \
             not all(0 <= run < job["timing_runs"] for run in checked_runs):
-        raise ChannelClosed(f"a timing order with checked runs {checked_runs!r} where {_checks(job)} distinct ones "
-                            "were due")
+        raise ChannelClosed(f"a timing order with checked runs {checked_runs!r} where {job['timing_checks']} "
+                            "distinct ones were due")
     if not calibrate:
         for run, seed in checks:
             inputs.replace_seed(int(run), int(seed))

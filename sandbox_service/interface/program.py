@@ -171,9 +171,9 @@ def _launch(step: dict, kernels: dict, defined: set[int], what: str) -> None:
 # Keywords Triton's launch takes for itself on any version (the backends' compile options are added from the
 # installed Triton by triton_option_names): JITFunction.run hands every keyword of a launch, the kernel's own
 # parameters' included, to backend.parse_options, so a parameter with such a name would set a compile option.
-_TRITON_KEYWORDS = frozenset({
-    "grid", "warmup", "num_warps", "num_ctas", "num_stages", "maxnreg", "cluster_dims", "ptx_version", "ptx_options",
-    "ir_override", "enable_fp_fusion", "launch_cooperative_grid", "launch_pdl", "supported_fp8_dtypes",
+_TRITON_KEYWORDS = LAUNCH_OPTIONS | frozenset({
+    "grid", "warmup", "cluster_dims", "ptx_version", "ptx_options",
+    "ir_override", "launch_cooperative_grid", "launch_pdl", "supported_fp8_dtypes",
     "deprecated_fp8_dot_operand_dtypes", "default_dot_input_precision", "allowed_dot_input_precisions",
     "max_num_imprecise_acc_default", "extern_libs", "debug", "backend_name", "sanitize_overflow", "arch",
     "instrumentation_mode", "warp_size", "matrix_instr_nonkdim", "kpack", "waves_per_eu", "schedule_hint",
@@ -195,8 +195,10 @@ def triton_option_names() -> frozenset[str]:
     return frozenset(names)
 
 
-def kernel_parameters(source: str) -> list[str]:
-    """The parameter names of the one `def` a kernel's source holds (kernels.py checks the rest of it)."""
+@functools.lru_cache(maxsize=256)
+def kernel_parameters(source: str) -> tuple[str, ...]:
+    """The parameter names of the one `def` a kernel's source holds (kernels.py checks the rest of it); parsed
+    once per source, however many launches name the kernel."""
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError) as exc:
@@ -204,7 +206,7 @@ def kernel_parameters(source: str) -> list[str]:
     defs = [node for node in tree.body if isinstance(node, ast.FunctionDef)]
     if len(defs) != 1:
         raise ProgramError("a kernel's source holds exactly one def")
-    return [a.arg for a in defs[0].args.posonlyargs + defs[0].args.args]
+    return tuple(a.arg for a in defs[0].args.posonlyargs + defs[0].args.args)
 
 
 def check_program(program) -> ProgramStats:

@@ -157,7 +157,7 @@ def _executor_job(tmp_path: Path, program: dict, state: torch.Tensor, trials: in
             "warmup_runs": 3, "timing_runs": 100, "ipc_min_bytes": None, "remote_build": False,
             "memory_limit_mb": 4096, "file_limit_mb": 65536, "cpu_limit_s": 600, "program": program,
             "folder": str(folder), "constants_path": str(folder / "constants.safetensors"), "trial_key": "lane-secret",
-            "timing_check": True, "timing_checks": TIMING_CHECKS}
+            "timing_checks": TIMING_CHECKS}
 
 
 def _run_executor_job(tmp_path: Path, monkeypatch, checked_run: int, program: dict) -> dict:
@@ -264,7 +264,7 @@ def test_the_checked_run_s_outputs_cannot_be_changed_by_the_runs_after_it(monkey
         def get_inputs():
             return [torch.randn(16, 256)]
 
-    job = {"timing_runs": 100, "warmup_runs": 3, "trial_key": "k", "timing_check": True, "trials": 2}
+    job = {"timing_runs": 100, "warmup_runs": 3, "trial_key": "k", "timing_checks": 1, "trials": 2}
     all_seeds = harness.trial_seeds(42, 3, "k")
     timed = runner.timing_inputs(job, Reference, 11, torch.device("cpu"))
     checked_run, calls = 42, []
@@ -324,7 +324,7 @@ def test_no_timed_run_s_inputs_exist_while_the_untimed_warm_up_runs(monkeypatch)
         def get_inputs():
             return [torch.randn(16, 256)]
 
-    job = {"timing_runs": 100, "warmup_runs": 3, "trial_key": "k", "timing_check": True, "trials": 2}
+    job = {"timing_runs": 100, "warmup_runs": 3, "trial_key": "k", "timing_checks": 1, "trials": 2}
     all_seeds = harness.trial_seeds(42, 3, "k")
     timed = runner.timing_inputs(job, Reference, 11, torch.device("cpu"))
     phase = {"warm-up": False}
@@ -367,7 +367,7 @@ def test_the_empty_batch_makes_no_more_inputs_than_the_timed_batch(interpreter, 
             cls.made += 1
             return [torch.randn(16, 256)]
 
-    job = {"timing_runs": 100, "warmup_runs": 3, "trial_key": "k", "timing_check": True, "trials": 2}
+    job = {"timing_runs": 100, "warmup_runs": 3, "trial_key": "k", "timing_checks": 1, "trials": 2}
     all_seeds = harness.trial_seeds(42, 3, "k")
     fake_replay = types.SimpleNamespace(run=lambda inputs: [inputs[0]])
     monkeypatch.setattr(runner, "hand_over", lambda *args, **kwargs: None)

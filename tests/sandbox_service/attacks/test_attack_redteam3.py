@@ -227,7 +227,7 @@ def test_the_timing_check_s_inputs_are_new_in_every_evaluation():
         def get_inputs():
             return [torch.randn(8)]
 
-    job = {"timing_runs": 100, "warmup_runs": 3, "trial_key": "lane-secret", "timing_check": True, "trials": 5}
+    job = {"timing_runs": 100, "warmup_runs": 3, "trial_key": "lane-secret", "timing_checks": 1, "trials": 5}
 
     def evaluation() -> list[tuple]:
         order = timing_order(job["timing_runs"], 3)

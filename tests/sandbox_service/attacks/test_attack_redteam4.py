@@ -109,8 +109,8 @@ def _batch(monkeypatch, checks: list[tuple[int, int]], replay_run, runs: int = 2
     monkeypatch.setattr(torch.Tensor, "to", to)
     monkeypatch.setattr(timing, "time_cuda", _time_on_the_cpu(events))
     monkeypatch.setattr(runner, "hand_over", lambda *args, **kwargs: None)
-    job = {"timing_runs": runs, "warmup_runs": 3, "trial_key": "lane-secret", "timing_check": True,
-           "timing_checks": len(checks), "trials": 5}
+    job = {"timing_runs": runs, "warmup_runs": 3, "trial_key": "lane-secret", "timing_checks": len(checks),
+           "trials": 5}
     replay = types.SimpleNamespace(run=replay_run)
     runner._time_checked(job, lambda kind, **fields: None, None, replay,
                          runner.timing_inputs(job, Reference, 77, torch.device("cpu")), checks, calibrate=False)
@@ -196,7 +196,6 @@ def _timed_evaluation(lane, timing_runs: int):
     evaluation = types.SimpleNamespace(
         lane=lane, options=options, child=None, result=EvalResult(Status.INFRA_ERROR), seen={},
         problem=types.SimpleNamespace(key="one-task"), timing_checks=min(TIMING_CHECKS, timing_runs),
-        check_seeds=[],
         judge=types.SimpleNamespace(prepared={"output_bytes": 1 << 20},
                                     time_reference=lambda method: TimingStats(500.0, 500.0, 0.0, 500.0, 500.0, 100)),
     )
@@ -208,7 +207,7 @@ def _timed_evaluation(lane, timing_runs: int):
         return calls * (OVERHEAD_S + KERNEL_S)
 
     evaluation._timed_order = timed_order
-    evaluation._timing_check = lambda messages, deadline, check: None
+    evaluation._timing_check = lambda messages, deadline, check, seed: None
     _Evaluation._time(evaluation, None, types.SimpleNamespace(extend=lambda s: None), {})
     return evaluation.result
 

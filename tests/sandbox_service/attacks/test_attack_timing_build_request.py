@@ -86,7 +86,7 @@ def _evaluation(tmp_path: Path) -> _Evaluation:
     evaluation.build_s = 0.0
     evaluation.problem = SimpleNamespace(key="task")
     evaluation.judge = SimpleNamespace(prepared={"output_bytes": 4096})  # the task's output size (the empty batch's copy)
-    evaluation.timing_check, evaluation.timing_checks = True, 1
+    evaluation.timing_checks = 1
     return evaluation
 
 

@@ -79,7 +79,7 @@ def test_the_empty_batch_copies_what_the_timed_batch_copies_between_runs(monkeyp
     monkeypatch.setattr(torch.Tensor, "copy_", copy_)
     monkeypatch.setattr(timing, "time_cuda", _time_on_the_cpu)
     monkeypatch.setattr(runner, "hand_over", lambda *args, **kwargs: None)
-    job = {"timing_runs": 20, "warmup_runs": 3, "trial_key": "k", "timing_check": True, "trials": 2}
+    job = {"timing_runs": 20, "warmup_runs": 3, "trial_key": "k", "timing_checks": 1, "trials": 2}
     replay = types.SimpleNamespace(run=lambda inputs: [inputs[0] * 2])
     output_bytes = 16 * 16 * 4
     runner._time_checked(job, lambda kind, **fields: None, None, replay,
@@ -104,7 +104,7 @@ def test_several_checked_runs_are_handed_to_the_judge_in_order(monkeypatch):
     monkeypatch.setattr(timing, "time_cuda", _time_on_the_cpu)
     monkeypatch.setattr(runner, "hand_over", lambda job, emit, control, tensors, set_index, trial, fingerprint:
                         handed.update({trial: tensors[0]}))
-    job = {"timing_runs": 20, "warmup_runs": 3, "trial_key": "k", "timing_check": True, "timing_checks": 3,
+    job = {"timing_runs": 20, "warmup_runs": 3, "trial_key": "k", "timing_checks": 3,
            "trials": 2}
     checks = [(15, 101), (3, 202), (9, 303)]
     replay = types.SimpleNamespace(run=lambda inputs: [inputs[0] * 2])
