@@ -87,8 +87,39 @@ def test_nothing_a_candidate_starts_outlives_it(fresh_lane):
 
 
 def test_a_candidate_cannot_open_the_judge_s_or_a_sibling_s_pipes(fresh_lane):
-    """Through /proc, as the same user: the judge, the template and idle candidates are undumpable and the
-    candidate has no capabilities, so every open fails; the attack then fails its own evaluation only."""
+    """Through /proc, as the same user, with the C library's open (no audit event, so the tripwire does not
+    see it): the judge, the template and idle candidates are undumpable, the candidate has no capabilities
+    and Landlock keeps it out of every process outside its domain, so every open fails and the attack fails
+    its own evaluation only."""
+    attempt = """
+    import ctypes, os
+    libc = ctypes.CDLL(None, use_errno=True)
+    opened = []
+    for pid in filter(str.isdigit, os.listdir('/proc')):
+        if int(pid) == os.getpid():
+            continue
+        try:
+            fds = os.listdir(f'/proc/{pid}/fd')
+        except OSError:
+            continue
+        for fd in fds:
+            descriptor = libc.open(f'/proc/{pid}/fd/{fd}'.encode(), os.O_WRONLY)
+            if descriptor >= 0:
+                os.close(descriptor)
+                opened.append((pid, fd))
+    if opened:
+        raise SystemExit(f'opened {len(opened)} descriptors of other processes: {opened[:5]}')
+    """
+    result = run_isolated(REFERENCE, with_prelude(attempt), FAST, fresh_lane)
+    assert "opened" not in (result.error or ""), result.error
+    assert result.status == Status.OK, (result.status, result.error)
+    assert_lane_still_judges_right(fresh_lane)
+
+
+def test_opening_another_process_s_descriptor_from_python_is_an_escape_attempt(fresh_lane):
+    """The same walk through Python's open: whether /proc lets the candidate list another process's
+    descriptors varies from run to run, and when it does, the tripwire sees a write outside its folder.
+    Either way nothing is opened and only the attacker's own evaluation is affected."""
     attempt = """
     import os
     opened = []
@@ -109,5 +140,7 @@ def test_a_candidate_cannot_open_the_judge_s_or_a_sibling_s_pipes(fresh_lane):
     """
     result = run_isolated(REFERENCE, with_prelude(attempt), FAST, fresh_lane)
     assert "opened" not in (result.error or ""), result.error
-    assert result.status == Status.OK, (result.status, result.error)
+    assert result.status in (Status.OK, Status.CHEAT), (result.status, result.error)
+    if result.status == Status.CHEAT:
+        assert [v.rule for v in result.violations] == ["jail-write-outside"], result.violations
     assert_lane_still_judges_right(fresh_lane)
