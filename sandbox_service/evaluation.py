@@ -64,6 +64,12 @@ OUTSIDE_FLOOR = 0.5
 TIMING_CHECKS = 3
 
 
+def fresh_trial_seeds(sets: int, trials: int) -> list[list[int]]:
+    """Every trial's seed, per input set, new to one evaluation."""
+    chooser = secrets.SystemRandom()
+    return [[chooser.randrange(1, 2**31 - 1) for _ in range(trials)] for _ in range(sets)]
+
+
 def timing_order(runs: int, checks: int) -> dict:
     """A timing's secrets, new to each one: the seed of its runs' inputs, which runs the judge checks and
     their seeds. Nothing in them repeats between evaluations, so no memory of an earlier one finds a check."""
@@ -439,6 +445,10 @@ class _Evaluation:
         self.ipc_min_bytes = lane.ipc_min_bytes
         self.ipc_failed = False
         self.positions = [(s, t) for s in range(1 + len(input_sets)) for t in range(options.trials)]
+        # The executor design's trials run on seeds new to this evaluation (the judge makes their expected
+        # outputs when it compares): a reused executor may keep what an earlier job's kernels left in memory
+        # no scrub reaches, and none of it answers this evaluation's inputs.
+        self.trial_seeds = fresh_trial_seeds(1 + len(input_sets), options.trials) if lane.executor_design else None
         self.handed_over = 0  # trials whose outputs the judge compared, in order
         self.resend_due = False  # the judge could not map this trial's IPC handles: its file comes next
         self.builds = {"build_request": 0, "ptxas_request": 0}
@@ -685,7 +695,7 @@ class _Evaluation:
         self.outputs_dir = os.path.realpath(outputs)
         job = {**self._job(), "program": program, "folder": str(self.folder),
                "constants_path": str(self.folder / CONSTANTS_FILE), "trial_key": self.lane.trial_key,
-               "timing_checks": self.timing_checks}
+               "trial_seeds": self.trial_seeds, "timing_checks": self.timing_checks}
         check = schema.Schema(len(self.problem.input_sets) + 1, self.options.trials, self.outputs_dir,
                               self.ipc_min_bytes, timing_checks=self.timing_checks).check
         executor.receiver.max_bytes = CANDIDATE_FRAME_BYTES
@@ -716,9 +726,8 @@ class _Evaluation:
             self._failure(kind, message)
             if kind == "inputs_ready":
                 self.candidate_ran = True  # the program's kernels run from here on
-            if kind == "inputs_ready" and message["fingerprints"] != self._trial_columns(prepared["input_fingerprints"]):
-                raise _Finish(Status.INFRA_ERROR, "get_inputs() is not deterministic under a seed: the judge's and "
-                                                  "the candidate process's inputs differ")
+            if kind == "inputs_ready" and self.trial_seeds is None:
+                self._check_inputs_deterministic(message["fingerprints"], prepared)
             elif kind in ("build_request", "ptxas_request"):
                 self._build(kind, message, deadline)
             elif kind == "trial_outputs":
@@ -737,6 +746,20 @@ class _Evaluation:
     def _trial_columns(self, grid: list[list[str]]) -> list[list[str]]:
         """The judge's fingerprints of the trials alone (without the timing check's extra trial)."""
         return [row[: self.options.trials] for row in grid]
+
+    def _judged_fingerprints(self, prepared: dict) -> tuple[list[list[str]], list[list[str]]]:
+        """The judge's fingerprints of every trial's inputs and expected outputs: the prepared trials', or, on
+        seeds new to this evaluation, the ones it made when it compared each trial."""
+        if self.trial_seeds is None:
+            return self._trial_columns(prepared["input_fingerprints"]), prepared["output_fingerprints"]
+        answers = [[self.trials[(s, t)] for t in range(self.options.trials)] for s in range(len(self.trial_seeds))]
+        return ([[a.get("input_fingerprint") for a in row] for row in answers],
+                [[a.get("expected_fingerprint") for a in row] for row in answers])
+
+    def _check_inputs_deterministic(self, fingerprints: list[list[str]], prepared: dict) -> None:
+        if fingerprints != self._judged_fingerprints(prepared)[0]:
+            raise _Finish(Status.INFRA_ERROR, "get_inputs() is not deterministic under a seed: the judge's and "
+                                              "the candidate process's inputs differ")
 
     def _expected_now(self, job: dict) -> set[str]:
         """The messages the protocol allows from the candidate at this point of the trials (stream events and
@@ -825,7 +848,8 @@ class _Evaluation:
         if ipc:
             self.child.freeze()  # it cannot touch its outputs while the judge reads them
         try:
-            answer = self.judge.compare(message, self.outputs_dir, self.ipc_min_bytes)
+            seed = self.trial_seeds[message["set"]][message["trial"]] if self.trial_seeds is not None else None
+            answer = self.judge.compare(message, self.outputs_dir, self.ipc_min_bytes, seed=seed)
         finally:
             if ipc:
                 self.child.thaw()
@@ -910,10 +934,13 @@ class _Evaluation:
         result.max_abs_error = max(errors) if errors else None
         phases = outputs["phases"]
         result.layers.append(LayerResult("compile", Outcome.PASSED, round(phases["setup"] + phases["compile"], 6)))
+        if self.trial_seeds is not None:
+            self._check_inputs_deterministic(self.seen["inputs_ready"]["fingerprints"], prepared)
+        judged_inputs, judged_outputs = self._judged_fingerprints(prepared)
         violations = [Violation(**v) for v in outputs["violations"]]
-        if outputs["input_fingerprints"] != self._trial_columns(prepared["input_fingerprints"]):
+        if outputs["input_fingerprints"] != judged_inputs:
             violations.append(Violation("runtime", "inputs-tampered", RUNTIME_RULES["inputs-tampered"]))
-        for candidate, expected in zip(outputs["output_fingerprints"], prepared["output_fingerprints"]):
+        for candidate, expected in zip(outputs["output_fingerprints"], judged_outputs):
             violations += _ignored_inputs(candidate, expected)
         if self.handover_changed:
             s, t = self.handover_changed[0]

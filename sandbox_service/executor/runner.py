@@ -23,6 +23,7 @@ import torch
 
 from sandbox_service.executor import kernels as kernel_module
 from sandbox_service.executor.replay import Replay, dtype
+from sandbox_service.executor.scrub import scrub_free_memory
 from sandbox_service.interface.program import ProgramError, Unsupported, check_program
 from sandbox_service.options import Policy
 from sandbox_service.verifier.runtime import RUNTIME_RULES, _any_true, _differs
@@ -96,9 +97,10 @@ def run(job: dict, emit: Emit, control: Receiver) -> None:
     started = clock()
     device = harness.device_for(job["backend"])
     sets = harness.load_problem_sets(job["reference_path"], job["input_sets"], job["seed"])
-    seeds = harness.trial_seeds(job["seed"], job["trials"], job["trial_key"])
+    seeds = trial_seeds(job, len(sets))
     expected = harness.finish_fingerprint_grid(
-        [[harness.fingerprint_parts([harness.trial_inputs(module, s, device)]) for s in seeds] for _, module in sets]
+        [[harness.fingerprint_parts([harness.trial_inputs(module, s, device)]) for s in row]
+         for row, (_, module) in zip(seeds, sets)]
     )
     emit("inputs_ready", fingerprints=expected)
     phases["setup"] = clock() - started
@@ -141,7 +143,7 @@ def run(job: dict, emit: Emit, control: Receiver) -> None:
     for set_index, (_, reference) in enumerate(sets):
         input_fingerprints.append([])
         output_fingerprints.append([])
-        for trial, trial_seed in enumerate(seeds):
+        for trial, trial_seed in enumerate(seeds[set_index]):
             inputs = harness.trial_inputs(reference, trial_seed, device)
             input_fingerprints[-1].append(harness.fingerprint_parts([inputs]))
             try:
@@ -168,7 +170,7 @@ def run(job: dict, emit: Emit, control: Receiver) -> None:
     emit(
         "outputs_done",
         phases=phases,
-        launches=sum(launches) * len(seeds),
+        launches=sum(launches) * job["trials"],
         input_fingerprints=harness.finish_fingerprint_grid(input_fingerprints),
         output_fingerprints=output_fingerprints,
         launches_per_forward=launches,
@@ -185,6 +187,15 @@ def run(job: dict, emit: Emit, control: Receiver) -> None:
         else:
             emit("stopped")  # the last message of this job: the server's reader stops here
             return
+
+
+def trial_seeds(job: dict, sets: int) -> list[list[int]]:
+    """The trials' seeds per input set: the server's, new to this evaluation (nothing a kernel kept from an
+    earlier job on this executor, in memory the scrub cannot reach, answers them)."""
+    seeds = job["trial_seeds"]
+    if len(seeds) != sets or any(len(row) != job["trials"] for row in seeds):
+        raise ChannelClosed(f"trial seeds for {len(seeds)} input sets where {sets} x {job['trials']} were due")
+    return [[int(seed) for seed in row] for row in seeds]
 
 
 def _after_forward(inputs: list, used: list, outputs: list[torch.Tensor], poisoned: set[int]) -> list[dict]:
@@ -328,12 +339,14 @@ def _time(emit: Emit, fn, job: dict, reply: str, before_run=None) -> bool:
 
 
 def forget_job() -> None:
-    """Between jobs of a reused executor: drop the last job's kernels and free its memory."""
+    """Between jobs of a reused executor: drop the last job's kernels, zero the memory it freed (scrub.py)
+    and give it back."""
     import sys
 
     for name in [n for n in sys.modules if n.startswith("tritonrl_kernels_") or n.startswith("tritonrl_reference")]:
         del sys.modules[name]
     gc.collect()
     if torch.cuda.is_initialized():
-        torch.cuda.synchronize()
+        torch.cuda.ipc_collect()  # outputs handed over by IPC, once the judge let go of them
+        scrub_free_memory(torch.device("cuda", torch.cuda.current_device()))
         torch.cuda.empty_cache()

@@ -2,7 +2,9 @@
 
 It keeps problems loaded and caches, per (reference and input sets, seed, trials), the reference's input
 and output fingerprints and, within a memory budget, its expected outputs; the reference's timings are
-cached per method. A group of candidates for one task therefore computes and times the reference once.
+cached per method. A group of candidates for one task therefore loads and times the reference once. A
+`compare` with a `seed` (the executor design's trials and timing checks, new to each evaluation) makes that
+trial's inputs and expected outputs then, and answers with their fingerprints.
 Large expected outputs are not kept: each trial is recomputed when the candidate's outputs for it arrive,
 so no more than one trial of a large problem is in memory at a time.
 
@@ -185,9 +187,14 @@ class Judge:
                 or not 0 <= trial < trials or (seed is not None and (type(seed) is not int or not 0 < seed < 2**31))):
             return _malformed(f"no input set {set_index!r} trial {trial!r} in this task")
         want = problem.expected.get((set_index, trial)) if seed is None else None
+        made: dict = {}  # for a seed new to this evaluation: what the judge made, for the server to check against
         if want is None:
-            self.counts["recompute" if seed is None else "timing_check"] += 1
-            _, want = self._run(problem, set_index, trial, seed)
+            self.counts["recompute" if seed is None else "fresh_seed"] += 1
+            inputs, want = self._run(problem, set_index, trial, seed)
+            if seed is not None:
+                made = {"input_fingerprint": harness.fingerprint([inputs]),
+                        "expected_fingerprint": harness.fingerprint([want])}
+            del inputs
         ipc = isinstance(request.get("handover"), dict) and request["handover"].get("kind") == handover.IPC
         try:
             got = self._import(request, problem, set_index, trial, ipc)
@@ -199,7 +206,8 @@ class Judge:
             raise
         except Exception as exc:  # noqa: BLE001 - unreadable outputs are the candidate's
             return {"type": "compared", "passed": False, "max_abs_error": None,
-                    "message": f"outputs unreadable: {type(exc).__name__}: {str(exc)[:500]}", "fingerprint": None}
+                    "message": f"outputs unreadable: {type(exc).__name__}: {str(exc)[:500]}", "fingerprint": None,
+                    **made}
         try:
             result = correctness.compare_trial(want, got, problem.tolerances, problem.degenerate[set_index],
                                                problem.degenerate_rel_l2)
@@ -209,12 +217,12 @@ class Judge:
         except Exception as exc:  # noqa: BLE001 - outputs that cannot even be compared are wrong outputs
             return {"type": "compared", "passed": False, "max_abs_error": None,
                     "message": f"outputs could not be compared: {type(exc).__name__}: {str(exc)[:500]}",
-                    "fingerprint": None}
+                    "fingerprint": None, **made}
         finally:
             del got, want
             if self.device.type == "cuda" and ipc:
                 torch.cuda.ipc_collect()
-        return {"type": "compared", **result.__dict__, "fingerprint": received}
+        return {"type": "compared", **result.__dict__, "fingerprint": received, **made}
 
     def _import(self, request: dict, problem: Problem, set_index: int, trial: int, ipc: bool) -> list[torch.Tensor]:
         try:

@@ -221,4 +221,4 @@ def test_a_timing_check_is_compared_against_the_reference_on_its_own_seed(prepar
     assert not judge.answer(the_judge, {**request, "seed": 778})["passed"]
     assert judge.answer(the_judge, request)["type"] == "malformed"  # without a seed: a trial the task lacks
     assert judge.answer(the_judge, {**request, "seed": -1})["type"] == "malformed"
-    assert the_judge.counts["timing_check"] == 2
+    assert the_judge.counts["fresh_seed"] == 2
