@@ -170,26 +170,29 @@ def measure(label: str, server: Server, size: str, repeats: int, phases: list[st
 
 
 def profile_summary(folder: Path, top: int = 40) -> str:
-    """The candidate processes' profiles added up: functions by own time and by cumulative time."""
+    """The profiled processes' profiles added up per role (candidate, tracer, executor...): functions by own
+    time and by cumulative time, and the modules the one-shot roles imported beyond the template's."""
     import io
     import pstats
 
-    files = sorted(str(p) for p in folder.glob("candidate-*.prof"))
-    if not files:
-        return f"no candidate profiles in {folder}"
+    roles = sorted({p.name.split("-")[0] for p in folder.glob("*-*.prof")})
+    if not roles:
+        return f"no profiles in {folder}"
     text = io.StringIO()
-    stats = pstats.Stats(*files, stream=text)
-    text.write(f"{len(files)} candidate processes profiled\n")
-    stats.sort_stats("tottime").print_stats(top)
-    stats.sort_stats("cumulative").print_stats(top)
-    imported: dict[str, int] = {}
-    for path in folder.glob("candidate-*.modules"):
-        for name in path.read_text().split():
-            imported[name] = imported.get(name, 0) + 1
-    roots = sorted({name.split(".")[0] for name in imported})
-    text.write(f"modules imported by candidate processes (not by the template): {len(imported)}, under {roots}\n")
-    for name, count in sorted(imported.items(), key=lambda item: (-item[1], item[0]))[:top]:
-        text.write(f"  {count:4d}  {name}\n")
+    for role in roles:
+        files = sorted(str(p) for p in folder.glob(f"{role}-*.prof"))
+        stats = pstats.Stats(*files, stream=text)
+        text.write(f"== {role}: {len(files)} processes profiled\n")
+        stats.sort_stats("tottime").print_stats(top)
+        stats.sort_stats("cumulative").print_stats(top)
+        imported: dict[str, int] = {}
+        for path in folder.glob(f"{role}-*.modules"):
+            for name in path.read_text().split():
+                imported[name] = imported.get(name, 0) + 1
+        roots = sorted({name.split(".")[0] for name in imported})
+        text.write(f"modules imported by {role} processes (not by the template): {len(imported)}, under {roots}\n")
+        for name, count in sorted(imported.items(), key=lambda item: (-item[1], item[0]))[:top]:
+            text.write(f"  {count:4d}  {name}\n")
     summary = "\n".join(line for line in text.getvalue().splitlines() if not line.rstrip().endswith(".prof"))
     (folder / "summary.txt").write_text(summary)
     return summary

@@ -42,3 +42,23 @@ def resolve_backend(requested: str = "auto", gpus: list[int] | None = None) -> B
     else:
         chosen, names = (), ("cpu (triton interpreter)",)
     return BackendInfo(backend, chosen, names, platform.python_version(), torch.__version__, triton.__version__)
+
+
+_PAGEABLE_MEMORY_ACCESS = 88  # CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS
+
+
+def reaches_pageable_host_memory(gpu: int) -> bool | None:
+    """Whether kernels on `gpu` can address a process's ordinary (pageable) host memory, as on machines with
+    HMM or ATS (CUDA's pageable-memory-access attribute); None when the driver cannot be asked. Where they
+    can, nothing of the executor's own process is out of its kernels' reach (docs/security.md)."""
+    import ctypes
+
+    try:
+        cuda = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return None
+    device, value = ctypes.c_int(), ctypes.c_int()
+    if cuda.cuInit(0) != 0 or cuda.cuDeviceGet(ctypes.byref(device), gpu) != 0 or \
+            cuda.cuDeviceGetAttribute(ctypes.byref(value), _PAGEABLE_MEMORY_ACCESS, device) != 0:
+        return None
+    return bool(value.value)

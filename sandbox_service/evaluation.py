@@ -36,7 +36,7 @@ from sandbox_service.verifier.llm_judge import Judge, JudgeVerdict
 from sandbox_service.verifier.runtime import RUNTIME_RULES
 from sandbox_service.verifier.screen_pool import ScreenFailure, ScreenPool
 from sandbox_service.worker import messages as schema
-from sandbox_service.worker import protocol
+from sandbox_service.worker import protocol, untrusted_files
 from sandbox_service.worker.conversation import STREAM_EVENTS, Cancelled, Deadline, MessageStream
 from sandbox_service.worker.process import Child, remove_tree
 from sandbox_service.worker.service import ServiceFailure
@@ -643,24 +643,22 @@ class _Evaluation:
         if tracer.over_memory_limit(o.memory_limit_mb):
             raise _Finish(Status.RUNTIME_ERROR, f"memory limit of {o.memory_limit_mb} MB exceeded "
                                                 "(resident memory and the files in its folder)")
+        tracer.kill()  # gone before its files are read: nothing changes them any more (the reads check anyway)
         program = self._read_program()
         _layer(self.result, "trace", Outcome.PASSED, started,
                f"{len(program['kernels'])} kernels, {sum(len(s['steps']) for s in program['sets'])} steps")
-        constants = self.folder / CONSTANTS_FILE
-        if program["constants"]:
-            if constants.is_symlink() or not constants.is_file() or \
-                    constants.stat().st_size > self.options.memory_limit_mb * (1 << 20):
-                raise self._tampering("malformed-program", "the program's constants are missing or too large")
-            return program, constants
-        return program, None
+        return program, (self.folder / CONSTANTS_FILE if program["constants"] else None)
 
     def _read_program(self) -> dict:
-        path = self.folder / PROGRAM_FILE
-        if path.is_symlink() or not path.is_file() or path.stat().st_size > MAX_PROGRAM_BYTES:
-            raise self._tampering("malformed-program", f"no program file of at most {MAX_PROGRAM_BYTES} bytes")
+        """The tracer's program file, read without following links and within its size limit
+        (untrusted_files: a check by path and a later read of the path are two lookups)."""
         try:
-            program = json.loads(path.read_text())
+            program = json.loads(untrusted_files.read_beneath(os.path.realpath(self.folder), PROGRAM_FILE,
+                                                              MAX_PROGRAM_BYTES))
             check_program(program)
+        except (untrusted_files.NotARegularFile, untrusted_files.TooLarge) as exc:
+            raise self._tampering("malformed-program", f"no program file of at most {MAX_PROGRAM_BYTES} bytes "
+                                                       f"({exc})") from None
         except Exception as exc:  # noqa: BLE001 - whatever the candidate's file does to the reading is its own
             raise self._tampering("malformed-program", f"{type(exc).__name__}: {exc}") from None
         return program
@@ -688,7 +686,12 @@ class _Evaluation:
         self.folder.mkdir()
         (self.folder / "reference.py").write_text(self.sources["reference.py"])
         if constants is not None:
-            shutil.copyfile(constants, self.folder / CONSTANTS_FILE)
+            try:
+                untrusted_files.copy_beneath(os.path.realpath(constants.parent), constants.name,
+                                             str(self.folder / CONSTANTS_FILE), self.options.memory_limit_mb << 20)
+            except (untrusted_files.NotARegularFile, untrusted_files.TooLarge) as exc:
+                raise self._tampering("malformed-program", f"the program's constants are missing or too large "
+                                                           f"({exc})") from None
         outputs = self.folder / "outputs"
         outputs.mkdir()
         # Resolved once, here: a hand-over must name a file directly in it (messages.check_output_path).

@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
 from pathlib import Path
 
+from sandbox_service.devices import reaches_pageable_host_memory
 from sandbox_service.jail import shared_writable
 from sandbox_service.jail.privileges import make_undumpable
 from sandbox_service.options import InputSet
@@ -146,6 +147,10 @@ class Lane:
         # the evaluation seed alone, as its candidate process makes the inputs itself.
         self.trial_key = secrets.token_hex(16) if self.executor_design else ""
         self.device_properties = _device_properties(config.backend, config.gpu)
+        if self.executor_design and config.backend == "cuda" and reaches_pageable_host_memory(config.gpu or 0):
+            log.warning("GPU %s can address pageable host memory (HMM or ATS): candidate kernels can read and write "
+                        "the executor's whole process, so the timing checks' kept copies are within their reach "
+                        "(docs/security.md); run evaluations where this is off (e.g. uvm_disable_hmm=1)", config.gpu)
         self.executors = None
         if self.executor_design:
             # The candidate's own processes never make a CUDA context: any number may start at once.

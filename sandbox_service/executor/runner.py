@@ -267,11 +267,13 @@ def _time_checked(job: dict, emit: Emit, control: Receiver, replay, inputs: Timi
     the judge will compare their outputs against afterwards, so a kernel that skips work in some runs is
     caught as often as it skips.
 
-    Between runs the last call's outputs are copied into buffers made once for the batch and never handed to
-    a kernel, whatever run it was: a checked run's copy is kept (no later run can write what the judge gets),
-    the others are overwritten. The same work and no allocation after every run, checked or not: neither the
-    gaps between runs (a kernel can read the GPU's clock) nor the allocator's addresses say which runs are
-    checked. `calibrate`: the same batch with nothing run (what the server's clock subtracts), copying
+    Between runs the last call's outputs are copied into host buffers made once for the batch, whatever run
+    it was: a checked run's copy is kept, the others are overwritten. The buffers are ordinary (pageable) host
+    memory: a kernel can read and write any device memory of the context, and pinned host memory, so copies
+    kept there would tell it which runs were checked and let a later run repair them (red team 5); pageable
+    memory is out of its reach (not on machines with HMM or ATS: docs/security.md). The same work and no
+    allocation after every run, checked or not: neither the gaps between runs (a kernel can read the GPU's
+    clock) nor the allocator's addresses say which runs are checked. `calibrate`: the same batch with nothing run (what the server's clock subtracts), copying
     `copy_bytes` (the task's largest outputs, the server's figure) after every call as the timed batch does."""
     trials = job["trials"]
     checked_runs = [int(run) for run, _ in checks]
@@ -284,7 +286,7 @@ def _time_checked(job: dict, emit: Emit, control: Receiver, replay, inputs: Timi
             inputs.replace_seed(int(run), int(seed))
     warmup = job["warmup_runs"]
     last: dict = {}  # the last call's outputs, its run and whether it was timed
-    spare: list[list[torch.Tensor]] = []  # copy buffers: one in use, one per check still to come
+    spare: list[list[torch.Tensor]] = []  # host copy buffers: one in use, one per check still to come
     kept: dict[int, list[torch.Tensor]] = {}
     calls = [0]
     dummy = [torch.empty(max(0, copy_bytes), dtype=torch.uint8, device=inputs.device)] if calibrate else None
@@ -294,7 +296,7 @@ def _time_checked(job: dict, emit: Emit, control: Receiver, replay, inputs: Timi
             return
         outputs, run, timed = last.pop("outputs"), last.pop("run"), last.pop("timed")
         if not spare:  # made once, at the first copy (after the warm-up), the same in every batch
-            spare.extend([torch.empty_like(t) for t in outputs] for _ in range(len(checks) + 1))
+            spare.extend([torch.empty_like(t, device="cpu") for t in outputs] for _ in range(len(checks) + 1))
         for buffer, t in zip(spare[-1], outputs):
             buffer.copy_(t)
         if timed and run in checked_runs and run not in kept and not calibrate:

@@ -133,12 +133,14 @@ def _serve_executor(backend: str, control: protocol.Receiver, report_fd: int, di
     from sandbox_service.executor import runner
 
     sealed = False
+    # With `diagnostics`, one profile over all of this executor's jobs, written whenever a job says its last.
+    profile = _Profile(os.path.join(diagnostics, f"executor-{os.getpid()}"), set(sys.modules)) if diagnostics else None
     while True:
         try:
             job = control.receive()
         except protocol.ChannelClosed:
             return 0
-        emit = _channel(report_fd, job.pop("nonce"), None)
+        emit = _channel(report_fd, job.pop("nonce"), profile)
         runner._Channel.emit = emit
         if not sealed:
             apply_limits({**job, "cpu_limit_s": 1 << 30})  # a long-lived process: the server's deadlines bound it

@@ -9,14 +9,12 @@ hex strings with the tensor's dtype, shape, strides and offset, and the judge ch
 
 from __future__ import annotations
 
-import os
-import stat
 from pathlib import Path
 
 import torch
 
 from sandbox_service.correctness import dtype_name
-from sandbox_service.worker import harness, messages
+from sandbox_service.worker import harness, messages, untrusted_files
 
 FILE = messages.FILE
 IPC = messages.IPC
@@ -81,41 +79,15 @@ def import_outputs(handover: dict, device: torch.device, *, outputs_dir: str, se
     return opened
 
 
-def _open_beneath(folder: str, name: str) -> int:
-    """A read-only descriptor of `folder/name`, every component opened without following a symlink (a path
-    swapped for a symlink after the server checked it fails here rather than being read)."""
-    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
-    parts = [p for p in folder.split("/") if p]
-    fd = os.open("/", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        for part in parts:
-            if part in (".", ".."):
-                raise messages.Malformed(messages.HANDOVER_RULE, "the outputs folder is not a resolved path")
-            following = os.open(part, flags | os.O_DIRECTORY, dir_fd=fd)
-            os.close(fd)
-            fd = following
-        return os.open(name, flags | os.O_NONBLOCK, dir_fd=fd)
-    finally:
-        os.close(fd)
-
-
 def _load_file(outputs_dir: str, name: str, device: torch.device, max_bytes: int) -> list[torch.Tensor]:
     from safetensors.torch import load
 
     try:
-        fd = _open_beneath(outputs_dir, name)
-    except OSError as exc:
-        raise messages.Malformed(messages.HANDOVER_RULE, f"outputs file {name}: {exc.strerror} (a symlink, or "
-                                 "not there)") from None
-    with os.fdopen(fd, "rb") as file:
-        info = os.fstat(file.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            raise messages.Malformed(messages.HANDOVER_RULE, f"outputs file {name} is not a regular file")
-        if info.st_size > max_bytes:
-            raise Unreadable(f"an outputs file of {info.st_size} bytes, far more than the reference's outputs")
-        data = file.read(max_bytes + 1)
-    if len(data) > max_bytes:
-        raise Unreadable(f"an outputs file of more than {max_bytes} bytes, far more than the reference's outputs")
+        data = untrusted_files.read_beneath(outputs_dir, name, max_bytes)
+    except untrusted_files.NotARegularFile as exc:
+        raise messages.Malformed(messages.HANDOVER_RULE, f"outputs file {exc}") from None
+    except untrusted_files.TooLarge as exc:
+        raise Unreadable(f"an outputs file too large, far more than the reference's outputs ({exc})") from None
     try:
         loaded = load(data)
     except Exception as exc:  # noqa: BLE001 - whatever safetensors refuses

@@ -101,6 +101,7 @@ def _launch(kernel: str, args: list, grid: int, **kwargs) -> dict:
 
 X, STATE, OUT = {"ref": 0}, {"ref": 1}, {"ref": 2}
 CHECK_SEEDS = [424242, 424243, 424244][:TIMING_CHECKS]  # the server's seeds for the checks (timing_order draws new ones)
+TRIAL_SEEDS = [515151, 515152, 515153]  # the server's seeds for the trials (fresh_trial_seeds draws new ones)
 EMPTY_LIKE = {"op": "aten.empty_like.default", "args": [X], "kwargs": {}, "out": OUT}
 
 
@@ -157,7 +158,7 @@ def _executor_job(tmp_path: Path, program: dict, state: torch.Tensor, trials: in
             "warmup_runs": 3, "timing_runs": 100, "ipc_min_bytes": None, "remote_build": False,
             "memory_limit_mb": 4096, "file_limit_mb": 65536, "cpu_limit_s": 600, "program": program,
             "folder": str(folder), "constants_path": str(folder / "constants.safetensors"), "trial_key": "lane-secret",
-            "timing_checks": TIMING_CHECKS}
+            "trial_seeds": [TRIAL_SEEDS[:trials]], "timing_checks": TIMING_CHECKS}
 
 
 def _run_executor_job(tmp_path: Path, monkeypatch, checked_run: int, program: dict) -> dict:
@@ -203,7 +204,7 @@ def _run_executor_job(tmp_path: Path, monkeypatch, checked_run: int, program: di
     kinds = [k for k, _ in said]
     assert "timing" in kinds and "outputs_done" in kinds, said[-1][1].get("error", said[-3:])
     module = harness.load_problem_sets(job["reference_path"], [], job["seed"])[0][1]
-    seeds = harness.trial_seeds(job["seed"], trials, job["trial_key"]) + CHECK_SEEDS  # the trials', the checks'
+    seeds = job["trial_seeds"][0] + CHECK_SEEDS  # the trials', the checks'
     expected = [torch.relu(harness.trial_inputs(module, seed, torch.device("cpu"))[0]) for seed in seeds]
     judged = [torch.allclose(handed[(0, t)][0], expected[t])
               for t in range(trials + TIMING_CHECKS)]  # the trials, then the timing checks (the server's seeds)

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# The sandbox's GPU checks and figures on a lent GPU machine, each stage's output under $OUT (or ./device-out):
+#   bash scripts/device_sandbox.sh tests        # every `gpu` test of sandbox_service (and the executor's)
+#   bash scripts/device_sandbox.sh replay       # benchmarks/replay_overhead.py
+#   bash scripts/device_sandbox.sh throughput   # RL-sized evaluations a minute against the baseline checkout
+#   bash scripts/device_sandbox.sh profile      # a short profiled run: where each role's CPU goes
+# Several stages run in the order given. The baseline is a `git archive` of another commit carried in
+# .device_carry/base (see benchmarks/RESULTS.md); REPEATS (default 10) sets the throughput run's size.
+set -u
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+source "$ROOT/scripts/device_setup.sh"
+OUT=${OUT:-$ROOT/device-out}
+mkdir -p "$OUT"
+cd "$ROOT"
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/device.txt"
+git_rev=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+for stage in "$@"; do
+  started=$(date +%s)
+  case "$stage" in
+    tests)
+      python3 -m pytest -q -p no:cacheprovider -m gpu tests/sandbox_service 2>&1 | tail -40 > "$OUT/gpu_tests.txt"
+      ;;
+    replay)
+      python3 benchmarks/replay_overhead.py --out "$OUT/replay_overhead.json" > "$OUT/replay_overhead.txt" 2>&1
+      ;;
+    throughput)
+      base=()
+      [[ -d .device_carry/base ]] && base=(--baseline-root .device_carry/base)
+      python3 benchmarks/sandbox_rl_throughput.py --size gpu --backend cuda --workers 16 \
+        --repeats "${REPEATS:-10}" "${base[@]}" --out "$OUT/throughput.json" > "$OUT/throughput.txt" 2>&1
+      ;;
+    profile)
+      python3 benchmarks/sandbox_rl_throughput.py --size gpu --backend cuda --workers 16 --repeats 3 \
+        --profile-dir "$OUT/profile" --out "$OUT/profile.json" > "$OUT/profile.txt" 2>&1
+      rm -f "$OUT"/profile/*.prof "$OUT"/profile/*.modules
+      ;;
+    *) echo "unknown stage $stage" >&2; exit 2 ;;
+  esac
+  echo "[$git_rev] $stage: $(( $(date +%s) - started )) s" | tee -a "$OUT/stages.txt"
+  tail -5 "$OUT/${stage/tests/gpu_tests}.txt" 2>/dev/null
+done
