@@ -36,7 +36,7 @@ from sandbox_service.verifier.llm_judge import Judge, JudgeVerdict
 from sandbox_service.verifier.runtime import RUNTIME_RULES
 from sandbox_service.verifier.screen_pool import ScreenFailure, ScreenPool
 from sandbox_service.worker import messages as schema
-from sandbox_service.worker import protocol, untrusted_files
+from sandbox_service.worker import harness, protocol, untrusted_files
 from sandbox_service.worker.conversation import STREAM_EVENTS, Cancelled, Deadline, MessageStream
 from sandbox_service.worker.process import Child, remove_tree
 from sandbox_service.worker.service import ServiceFailure
@@ -76,7 +76,8 @@ def timing_order(runs: int, checks: int) -> dict:
     chooser = secrets.SystemRandom()
     return {"type": "time", "run_seed": chooser.randrange(1, 2**31 - 1),
             "checked_runs": chooser.sample(range(runs), checks),
-            "check_seeds": [chooser.randrange(1, 2**31 - 1) for _ in range(checks)]}
+            "check_seeds": [chooser.randrange(1, 2**31 - 1) for _ in range(checks)],
+            "sample_seed": chooser.randrange(1, 2**31 - 1)}
 STOP_WAIT_S = 5.0  # for a released executor's last message
 
 
@@ -210,15 +211,19 @@ class JudgeLink:
                 raise _Finish(Status.REFERENCE_ERROR, f"the reference {what} while being prepared: {exc.cause}") from None
         return answer
 
-    def compare(self, message: dict, outputs_dir: str, ipc_min_bytes: int | None, seed: int | None = None) -> dict:
+    def compare(self, message: dict, outputs_dir: str, ipc_min_bytes: int | None, seed: int | None = None,
+                sample_seed: int | None = None) -> dict:
         """The judge's reading of a trial's outputs. `message` was checked (messages.Schema); the request is
         built from its fields, with the evaluation's own outputs folder and IPC threshold (the judge checks
-        the hand-over against them again). `seed`: a timing check's, whose expected outputs the judge makes
-        now (they are new to this evaluation)."""
+        the hand-over against them again). `seed`: the trial's or timing check's, new to this evaluation, whose
+        inputs and expected outputs the judge makes now; `sample_seed`: a timing check's, whose outputs are the sample it
+        names (harness.sample_indices)."""
         request = {"op": "compare", "key": self.problem.key, "set": message["set"], "trial": message["trial"],
                    "handover": message["handover"], "outputs_dir": outputs_dir, "ipc_min_bytes": ipc_min_bytes}
         if seed is not None:
             request["seed"] = seed
+        if sample_seed is not None:
+            request["sample_seed"] = sample_seed
         for attempt in range(2):
             try:
                 answer = self._waiting_for_memory(lambda: self._call(request, COMPARE_TIMEOUT_S), "comparing with")
@@ -1003,9 +1008,11 @@ class _Evaluation:
             held_s = time.monotonic() - started
         log.debug("timing: waited %.1f ms for the GPU, held it %.1f ms (batch %.1f ms, empty batch %.1f ms)",
                   (started - waited) * 1e3, held_s * 1e3, batch_s * 1e3, empty_s * 1e3)
-        for check, seed in enumerate(order["check_seeds"]):  # the judge's comparisons share the GPU: after the hold
-            self._timing_check(messages, deadline, check, seed)
         calls = self.options.warmup_runs + self.options.timing_runs
+        for check, (run, seed) in enumerate(zip(order["checked_runs"], order["check_seeds"])):
+            # the judge's comparisons share the GPU: after the hold. The run's call follows the warm-up's.
+            sample_seed = harness.call_sample_seed(order["sample_seed"], calls, self.options.warmup_runs + run)
+            self._timing_check(messages, deadline, check, seed, sample_seed)
         outside_us = max(0.0, batch_s - empty_s) / max(1, calls) * 1e6
         result = self.result
         result.candidate_timing, result.ref_timing = candidate, reference
@@ -1020,7 +1027,8 @@ class _Evaluation:
         _layer(result, "timing", Outcome.PASSED, started, detail)
         result.status = Status.OK
 
-    def _timing_check(self, messages: MessageStream, deadline: Deadline, check: int, seed: int) -> None:
+    def _timing_check(self, messages: MessageStream, deadline: Deadline, check: int, seed: int,
+                      sample_seed: int) -> None:
         """The outputs of checked run `check` (chosen in secret, on inputs the judge knows): work skipped in the
         timed runs shows here; a kernel skipping a share p of the runs passes all TIMING_CHECKS checks with
         probability (1 - p)^TIMING_CHECKS. Outputs that differ are `incorrect` (they may be an honest kernel's
@@ -1036,7 +1044,7 @@ class _Evaluation:
             self._failure(kind, message)
             if kind == "trial_outputs":
                 break
-        answer = self.judge.compare(message, self.outputs_dir, self.ipc_min_bytes, seed=seed)
+        answer = self.judge.compare(message, self.outputs_dir, self.ipc_min_bytes, seed=seed, sample_seed=sample_seed)
         if answer.get("type") == "malformed":
             raise self._tampering(str(answer.get("rule") or schema.HANDOVER_RULE), str(answer.get("error", "")))
         if answer.get("type") != "compared":

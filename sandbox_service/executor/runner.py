@@ -183,7 +183,8 @@ def run(job: dict, emit: Emit, control: Receiver) -> None:
         if order["type"] in ("calibrate", "time"):
             checks = list(zip(order["checked_runs"], order["check_seeds"]))
             _time_checked(job, emit, control, replays[0], timing_inputs(job, sets[0][1], order["run_seed"], device),
-                          checks, calibrate=order["type"] == "calibrate", copy_bytes=int(order.get("copy_bytes", 0)))
+                          checks, calibrate=order["type"] == "calibrate", copy_bytes=int(order.get("copy_bytes", 0)),
+                          sample_seed=int(order["sample_seed"]))
         else:
             emit("stopped")  # the last message of this job: the server's reader stops here
             return
@@ -261,20 +262,24 @@ def timing_inputs(job: dict, reference, run_seed: int, device: torch.device) -> 
 
 
 def _time_checked(job: dict, emit: Emit, control: Receiver, replay, inputs: TimingInputs,
-                  checks: list[tuple[int, int]], calibrate: bool, copy_bytes: int = 0) -> None:
+                  checks: list[tuple[int, int]], calibrate: bool, copy_bytes: int = 0, sample_seed: int = 0) -> None:
     """Time the replay on fresh inputs for every run (a kernel cannot serve a run from a cache keyed by its
     inputs); `checks` are the server's secret (run, seed) pairs: those runs' inputs are made from the seeds
     the judge will compare their outputs against afterwards, so a kernel that skips work in some runs is
     caught as often as it skips.
 
-    Between runs the last call's outputs are copied into host buffers made once for the batch, whatever run
-    it was: a checked run's copy is kept, the others are overwritten. The buffers are ordinary (pageable) host
-    memory: a kernel can read and write any device memory of the context, and pinned host memory, so copies
-    kept there would tell it which runs were checked and let a later run repair them (red team 5); pageable
-    memory is out of its reach (not on machines with HMM or ATS: docs/security.md). The same work and no
-    allocation after every run, checked or not: neither the gaps between runs (a kernel can read the GPU's
-    clock) nor the allocator's addresses say which runs are checked. `calibrate`: the same batch with nothing run (what the server's clock subtracts), copying
-    `copy_bytes` (the task's largest outputs, the server's figure) after every call as the timed batch does."""
+    After every call, checked or not, a sample of its outputs (harness.sample_indices: drawn on the host from
+    `sample_seed`, new to each call, once the call's kernels are done) is copied into host buffers made once
+    for the batch: a checked run's copy is kept, the others are overwritten. The buffers are ordinary
+    (pageable) host memory, because a kernel can read and write any device memory of the context (and pinned
+    host memory): copies kept there would tell it which runs were checked and let a later run repair them
+    (red team 5); pageable memory is out of its reach (not on machines with HMM or ATS: docs/security.md).
+    A sample, because copying a whole output to pageable memory after every run cost 1.5 ms for 16 MB; a
+    skipped run is wrong in nearly every element. The same work and no new buffer after every run, checked
+    or not: neither the gaps between runs (a kernel can read the GPU's clock) nor the allocator's addresses
+    say which runs are checked. `calibrate`: the same batch with nothing run (what the server's clock
+    subtracts), sampling an output of `copy_bytes` (the task's largest, the server's figure) after every call
+    as the timed batch does."""
     trials = job["trials"]
     checked_runs = [int(run) for run, _ in checks]
     if len(checks) != job["timing_checks"] or len(set(checked_runs)) != len(checks) or \
@@ -285,20 +290,27 @@ def _time_checked(job: dict, emit: Emit, control: Receiver, replay, inputs: Timi
         for run, seed in checks:
             inputs.replace_seed(int(run), int(seed))
     warmup = job["warmup_runs"]
-    last: dict = {}  # the last call's outputs, its run and whether it was timed
+    sample_seeds = harness.trial_seeds(int(sample_seed), warmup + job["timing_runs"])  # call_sample_seed's
+    last: dict = {}  # the last call's outputs, its number and whether it was timed
     spare: list[list[torch.Tensor]] = []  # host copy buffers: one in use, one per check still to come
     kept: dict[int, list[torch.Tensor]] = {}
     calls = [0]
-    dummy = [torch.empty(max(0, copy_bytes), dtype=torch.uint8, device=inputs.device)] if calibrate else None
+    dummy = [torch.empty(max(1, copy_bytes // 4), dtype=torch.float32, device=inputs.device)] if calibrate else None
 
     def copy_last() -> None:
         if "outputs" not in last:
             return
-        outputs, run, timed = last.pop("outputs"), last.pop("run"), last.pop("timed")
-        if not spare:  # made once, at the first copy (after the warm-up), the same in every batch
-            spare.extend([torch.empty_like(t, device="cpu") for t in outputs] for _ in range(len(checks) + 1))
-        for buffer, t in zip(spare[-1], outputs):
+        outputs, call, timed = last.pop("outputs"), last.pop("call"), last.pop("timed")
+        flat = [t.reshape(-1) for t in outputs]
+        picked = harness.sample_indices([t.numel() for t in flat], sample_seeds[call - 1])
+        samples = [t[i.to(t.device)] for t, i in zip(flat, picked)]
+        if not spare:  # made once, at the first copy (after the warm-up), the same in every batch; zeroed, so
+            # every page is touched now: the first copy into a buffer a check's kept copy left would otherwise
+            # take longer (page faults), a gap after each checked run that the GPU's clock shows
+            spare.extend([torch.zeros_like(t, device="cpu") for t in samples] for _ in range(len(checks) + 1))
+        for buffer, t in zip(spare[-1], samples):
             buffer.copy_(t)
+        run = call - warmup - 1
         if timed and run in checked_runs and run not in kept and not calibrate:
             kept[run] = spare.pop()
 
@@ -306,13 +318,12 @@ def _time_checked(job: dict, emit: Emit, control: Receiver, replay, inputs: Timi
         copy_last()
         current.pop("inputs", None)
         current["inputs"] = inputs(index)
-        current["index"] = index
 
     def forward() -> None:
         last.clear()  # warm-up calls follow one another: the last one's outputs go before this one's are made
         calls[0] += 1
         outputs = dummy if calibrate else replay.run(current["inputs"])
-        last.update(outputs=outputs, run=current["index"], timed=calls[0] > warmup)
+        last.update(outputs=outputs, call=calls[0], timed=calls[0] > warmup)
 
     current: dict = {}
     if calibrate:

@@ -394,6 +394,25 @@ def trial_seeds(seed: int, trials: int, key: str = "") -> list[int]:
     return [rng.randrange(1, 2**31 - 1) for _ in range(trials)]
 
 
+# Elements of each output a timing check compares (all of a smaller output): what the judge compares is
+# copied to host memory after every timed run, so it is kept small; a run with a share f of its elements
+# wrong passes with probability (1 - f)^TIMING_SAMPLE.
+TIMING_SAMPLE = 4096
+
+
+def sample_indices(numels: list[int], seed: int) -> list[torch.Tensor]:
+    """Which elements of each output (flattened) a timing check compares: TIMING_SAMPLE of them drawn from
+    `seed` on the CPU (the executor and the judge draw the same), or all of a smaller output."""
+    generator = torch.Generator().manual_seed(int(seed))
+    return [torch.arange(n) if n <= TIMING_SAMPLE else torch.randint(0, n, (TIMING_SAMPLE,), generator=generator)
+            for n in numels]
+
+
+def call_sample_seed(sample_seed: int, calls: int, call: int) -> int:
+    """The seed of the sample taken after call `call` (0-based) of a timed batch of `calls` calls."""
+    return trial_seeds(int(sample_seed), calls)[call]
+
+
 def to_device(value: Any, device: torch.device) -> Any:
     if isinstance(value, torch.Tensor):
         return value.to(device)

@@ -4,7 +4,8 @@ It keeps problems loaded and caches, per (reference and input sets, seed, trials
 and output fingerprints and, within a memory budget, its expected outputs; the reference's timings are
 cached per method. A group of candidates for one task therefore loads and times the reference once. A
 `compare` with a `seed` (the executor design's trials and timing checks, new to each evaluation) makes that
-trial's inputs and expected outputs then, and answers with their fingerprints.
+trial's inputs and expected outputs then, and answers with their fingerprints; a timing check's also has a
+`sample_seed`: the executor handed over the elements it names (harness.sample_indices), compared alone.
 Large expected outputs are not kept: each trial is recomputed when the candidate's outputs for it arrive,
 so no more than one trial of a large problem is in memory at a time.
 
@@ -186,6 +187,9 @@ class Judge:
         if (type(set_index) is not int or type(trial) is not int or not 0 <= set_index < len(problem.sets)
                 or not 0 <= trial < trials or (seed is not None and (type(seed) is not int or not 0 < seed < 2**31))):
             return _malformed(f"no input set {set_index!r} trial {trial!r} in this task")
+        sample_seed = request.get("sample_seed")
+        if sample_seed is not None and (seed is None or type(sample_seed) is not int or not 0 < sample_seed < 2**31):
+            return _malformed(f"a sample seed {sample_seed!r} where none or a timing check's was due")
         want = problem.expected.get((set_index, trial)) if seed is None else None
         made: dict = {}  # for a seed new to this evaluation: what the judge made, for the server to check against
         if want is None:
@@ -195,6 +199,9 @@ class Judge:
                 made = {"input_fingerprint": harness.fingerprint([inputs]),
                         "expected_fingerprint": harness.fingerprint([want])}
             del inputs
+        if sample_seed is not None:  # a timing check: the elements the executor copied after that run
+            picked = harness.sample_indices([w.numel() for w in want], sample_seed)
+            want = [w.reshape(-1)[i.to(w.device)] for w, i in zip(want, picked)]
         ipc = isinstance(request.get("handover"), dict) and request["handover"].get("kind") == handover.IPC
         try:
             got = self._import(request, problem, set_index, trial, ipc)
@@ -254,6 +261,9 @@ class Judge:
                 raise _failure(exc) from None
             problem.timings[cache_key] = stats.__dict__
             del inputs
+        if sample_seed is not None:  # a timing check: the elements the executor copied after that run
+            picked = harness.sample_indices([w.numel() for w in want], sample_seed)
+            want = [w.reshape(-1)[i.to(w.device)] for w, i in zip(want, picked)]
         else:
             self.counts["time_hit"] += 1
         return {"type": "timed", "stats": problem.timings[cache_key]}

@@ -24,6 +24,7 @@ TEST_TAGS = {
     "tests/jaxrl/training/test_multiprocess.py": ["slow"],
     "tests/jaxrl/training/test_sft_gpu.py": ["gpu"],
     "tests/sandbox_service/executor/test_scrub.py": ["gpu"],
+    "tests/sandbox_service/executor/test_timing_inputs.py": ["gpu"],
     "tests/sandbox_service/inductor/test_inductor_call.py": ["slow"],
     "tests/sandbox_service/inductor/test_inductor_gpu.py": ["gpu"],
     "tests/sandbox_service/test_devices.py": ["gpu"],

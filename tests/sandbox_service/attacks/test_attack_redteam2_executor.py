@@ -101,6 +101,7 @@ def _launch(kernel: str, args: list, grid: int, **kwargs) -> dict:
 
 X, STATE, OUT = {"ref": 0}, {"ref": 1}, {"ref": 2}
 CHECK_SEEDS = [424242, 424243, 424244][:TIMING_CHECKS]  # the server's seeds for the checks (timing_order draws new ones)
+SAMPLE_SEED = 616161  # the server's seed of the elements the checks compare (timing_order draws a new one)
 TRIAL_SEEDS = [515151, 515152, 515153]  # the server's seeds for the trials (fresh_trial_seeds draws new ones)
 EMPTY_LIKE = {"op": "aten.empty_like.default", "args": [X], "kwargs": {}, "out": OUT}
 
@@ -199,13 +200,18 @@ def _run_executor_job(tmp_path: Path, monkeypatch, checked_run: int, program: di
     said: list[tuple[str, dict]] = []
     runner.run(job, lambda kind, **fields: said.append((kind, fields)),
                _Orders([{"type": "time", "run_seed": 7, "checked_runs": _checked(checked_run),
-                         "check_seeds": CHECK_SEEDS}, {"type": "stop"}]))
+                         "check_seeds": CHECK_SEEDS, "sample_seed": SAMPLE_SEED}, {"type": "stop"}]))
     runner.forget_job()
     kinds = [k for k, _ in said]
     assert "timing" in kinds and "outputs_done" in kinds, said[-1][1].get("error", said[-3:])
     module = harness.load_problem_sets(job["reference_path"], [], job["seed"])[0][1]
     seeds = job["trial_seeds"][0] + CHECK_SEEDS  # the trials', the checks'
     expected = [torch.relu(harness.trial_inputs(module, seed, torch.device("cpu"))[0]) for seed in seeds]
+    calls = job["warmup_runs"] + job["timing_runs"]
+    for check, run in enumerate(_checked(checked_run)):  # a timing check hands over the sample the judge names
+        sample_seed = harness.call_sample_seed(SAMPLE_SEED, calls, job["warmup_runs"] + run)
+        full = expected[trials + check].reshape(-1)
+        expected[trials + check] = full[harness.sample_indices([full.numel()], sample_seed)[0]]
     judged = [torch.allclose(handed[(0, t)][0], expected[t])
               for t in range(trials + TIMING_CHECKS)]  # the trials, then the timing checks (the server's seeds)
     return {"trials_pass": all(judged[:trials]), "check_passes": all(judged[trials:]), "timed_runs": timed_runs[3:]}

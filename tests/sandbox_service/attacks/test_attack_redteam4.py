@@ -207,7 +207,7 @@ def _timed_evaluation(lane, timing_runs: int):
         return calls * (OVERHEAD_S + KERNEL_S)
 
     evaluation._timed_order = timed_order
-    evaluation._timing_check = lambda messages, deadline, check, seed: None
+    evaluation._timing_check = lambda messages, deadline, check, seed, sample_seed: None
     _Evaluation._time(evaluation, None, types.SimpleNamespace(extend=lambda s: None), {})
     return evaluation.result
 

@@ -1,6 +1,7 @@
 """The timed runs' inputs: fresh for every run, the values the judge would make from the same seed, made
 just before their run, with no other run's inputs alive."""
 
+import pytest
 import torch
 
 from sandbox_service.executor.runner import TimingInputs
@@ -93,8 +94,9 @@ def test_the_empty_batch_copies_what_the_timed_batch_copies_between_runs(monkeyp
 
 
 def test_several_checked_runs_are_handed_to_the_judge_in_order(monkeypatch):
-    """With three checks, the three secret runs take the seeds the server chose for the judge, and their outputs
-    go to the judge as the first set's trials 2, 3 and 4, in the order the server listed them."""
+    """With three checks, the three secret runs take the seeds the server chose for the judge, and the samples
+    of their outputs that the server's sample seed names (harness.sample_indices, drawn anew for every call) go
+    to the judge as the first set's trials 2, 3 and 4, in the order the server listed them."""
     import types
 
     from sandbox_service import timing
@@ -109,11 +111,14 @@ def test_several_checked_runs_are_handed_to_the_judge_in_order(monkeypatch):
     checks = [(15, 101), (3, 202), (9, 303)]
     replay = types.SimpleNamespace(run=lambda inputs: [inputs[0] * 2])
     runner._time_checked(job, lambda kind, **fields: None, None, replay,
-                         runner.timing_inputs(job, Reference, 11, torch.device("cpu")), checks, calibrate=False)
+                         runner.timing_inputs(job, Reference, 11, torch.device("cpu")), checks, calibrate=False,
+                         sample_seed=77)
     assert sorted(handed) == [2, 3, 4]
-    for check, (_, seed) in enumerate(checks):
-        made = harness.trial_inputs(Reference, seed, torch.device("cpu"))[0]
-        assert torch.equal(handed[2 + check], made * 2)
+    calls = job["warmup_runs"] + job["timing_runs"]
+    for check, (run, seed) in enumerate(checks):
+        made = (harness.trial_inputs(Reference, seed, torch.device("cpu"))[0] * 2).reshape(-1)
+        picked = harness.sample_indices([made.numel()], harness.call_sample_seed(77, calls, job["warmup_runs"] + run))
+        assert torch.equal(handed[2 + check], made[picked[0]])
 
 
 def test_a_timing_order_is_new_every_time():
@@ -124,3 +129,31 @@ def test_a_timing_order_is_new_every_time():
     first, second = timing_order(100, 3), timing_order(100, 3)
     assert first["run_seed"] != second["run_seed"] and not set(first["check_seeds"]) & set(second["check_seeds"])
     assert len(set(first["checked_runs"])) == 3 and all(0 <= r < 100 for r in first["checked_runs"])
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_what_the_judge_gets_from_the_timed_runs_lies_in_pageable_host_memory(monkeypatch):
+    """A kernel can read and write any device memory of its context, and pinned host memory: the kept samples
+    of the checked runs are in ordinary host memory, out of its reach, and the same copy follows every call."""
+    import types
+
+    from sandbox_service.executor import runner
+
+    handed = {}
+    monkeypatch.setattr(runner, "hand_over", lambda job, emit, control, tensors, set_index, trial, fingerprint:
+                        handed.update({trial: tensors}))
+    job = {"timing_runs": 20, "warmup_runs": 3, "trial_key": "k", "timing_checks": 3, "trials": 2}
+
+    class Large:
+        @staticmethod
+        def get_inputs():
+            return [torch.randn(512, 512)]
+
+    replay = types.SimpleNamespace(run=lambda inputs: [inputs[0] * 2])
+    runner._time_checked(job, lambda kind, **fields: None, None, replay,
+                         runner.timing_inputs(job, Large, 11, torch.device("cuda")), [(15, 1), (3, 2), (9, 3)],
+                         calibrate=False, sample_seed=5)
+    assert sorted(handed) == [2, 3, 4]
+    for tensors in handed.values():
+        assert all(t.device.type == "cpu" and not t.is_pinned() for t in tensors)
+        assert all(t.numel() == harness.TIMING_SAMPLE for t in tensors)

@@ -222,3 +222,27 @@ def test_a_timing_check_is_compared_against_the_reference_on_its_own_seed(prepar
     assert judge.answer(the_judge, request)["type"] == "malformed"  # without a seed: a trial the task lacks
     assert judge.answer(the_judge, {**request, "seed": -1})["type"] == "malformed"
     assert the_judge.counts["fresh_seed"] == 2
+
+
+def test_a_timing_check_s_sample_is_compared_with_the_elements_its_seed_names(prepared):
+    """After every timed run the executor copies a sample of the outputs (harness.sample_indices, from a seed
+    new to the run): the judge compares the reference's elements that the same seed names, and nothing else."""
+    the_judge, outputs = prepared
+    full = [t.reshape(-1) for t in _reference_outputs(the_judge, 777)]
+    assert full[0].numel() > harness.TIMING_SAMPLE  # a sample, not the whole output
+    sample = [t[i] for t, i in zip(full, harness.sample_indices([t.numel() for t in full], 55))]
+    harness.save_outputs(sample, _file(outputs, trial=2)["path"])
+    request = {"op": "compare", "key": KEY, "set": 0, "trial": 2, "handover": _file(outputs, trial=2),
+               "outputs_dir": outputs, "ipc_min_bytes": None, "seed": 777}
+    assert judge.answer(the_judge, {**request, "sample_seed": 55})["passed"]
+    assert not judge.answer(the_judge, {**request, "sample_seed": 56})["passed"]  # other elements
+    assert not judge.answer(the_judge, request)["passed"]  # a sample is not the whole output
+    without_seed = {k: v for k, v in request.items() if k != "seed"}
+    assert judge.answer(the_judge, {**without_seed, "sample_seed": 55})["type"] == "malformed"
+
+
+def test_a_sample_is_the_same_for_a_seed_and_new_for_another():
+    first, again, other = (harness.sample_indices([100_000, 10], seed) for seed in (1, 1, 2))
+    assert all(torch.equal(a, b) for a, b in zip(first, again))
+    assert not torch.equal(first[0], other[0])
+    assert first[0].numel() == harness.TIMING_SAMPLE and torch.equal(first[1], torch.arange(10))
