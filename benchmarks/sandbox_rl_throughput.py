@@ -114,11 +114,14 @@ def run_batch(client: SandboxClient, items: list, options: EvalOptions, concurre
                 for i, r in sorted(results.items()) if r.status != Status.OK]
     # Per candidate: the time the verdict used, and (new design) what the server's clock saw per run.
     timed: dict[str, list[float]] = {}
+    speedups: dict[str, list[float]] = {}
     outside: dict[str, list[float]] = {}
     for i, r in results.items():
         if r.candidate_time_us:
             key = f"{items[i].problem}/{items[i].variant}"
             timed.setdefault(key, []).append(r.candidate_time_us)
+            if r.speedup:
+                speedups.setdefault(key, []).append(r.speedup)
             for l in r.layers:
                 found = re.search(r"server's clock saw ([0-9.]+) us per run", l.detail) if l.name == "timing" else None
                 if found and r.candidate_timing is not None:
@@ -144,6 +147,7 @@ def run_batch(client: SandboxClient, items: list, options: EvalOptions, concurre
         "server_cpu_share": round(role_cpu["server"] / role_cpu["wall_s"], 2) if role_cpu.get("server") else None,
         "failures": failures[:10],
         "candidate_us": {k: round(statistics.median(v), 2) for k, v in sorted(timed.items())},
+        "speedup": {k: round(statistics.median(v), 3) for k, v in sorted(speedups.items())},
         "executor_over_outside": {k: round(statistics.median(v), 3) for k, v in sorted(outside.items())},
     }
 
@@ -262,6 +266,11 @@ def main(argv: list[str] | None = None) -> int:
                 report[f"timing_ratio_{phase}"] = round(statistics.median(ratios), 3)
                 line += (f"; candidate time new/baseline: median {statistics.median(ratios):.3f} "
                          f"(min {min(ratios):.3f}, max {max(ratios):.3f}) over {len(ratios)} candidates")
+            new_x, old_x = report["new"][phase]["speedup"], report["baseline"][phase]["speedup"]
+            speedup_ratios = [new_x[k] / old_x[k] for k in new_x if old_x.get(k)]
+            if speedup_ratios:
+                report[f"speedup_ratio_{phase}"] = round(statistics.median(speedup_ratios), 3)
+                line += f"; speedup new/baseline: median {statistics.median(speedup_ratios):.3f}"
         if "floor_per_minute" in report:
             report[f"floor_ratio_{phase}"] = round(new / report["floor_per_minute"], 2)
             line += f", {new / report['floor_per_minute']:.2f}x the process-per-evaluation floor"

@@ -255,9 +255,12 @@ class JudgeLink:
                                                       "computed other inputs or outputs for the same seeds")
             return self.service.request(request, COMPARE_TIMEOUT_S)
 
-    def time_reference(self, method: str) -> TimingStats:
+    def time_reference(self, method: str, fresh_inputs: bool = False) -> TimingStats:
+        """The reference's time (the judge's, cached per task and protocol); `fresh_inputs`: on new inputs for
+        every run, as the executor times candidates (the same inputs every run made the reference about 1.2x
+        faster than that protocol would on an H100: benchmarks/replay_overhead.py)."""
         request = {"op": "time", "key": self.problem.key, "method": method, "warmup": self.options.warmup_runs,
-                   "runs": self.options.timing_runs}
+                   "runs": self.options.timing_runs, "fresh_inputs": fresh_inputs}
         for _ in range(2):
             try:
                 answer = self._call(request, REFERENCE_TIMING_TIMEOUT_S, gated=False)  # the caller holds the GPU
@@ -1004,7 +1007,7 @@ class _Evaluation:
             batch_s = self._timed_order(order, "timing", messages, deadline, job)
             message = self.seen["timing"]
             candidate = TimingStats(**message["candidate"])
-            reference = self.judge.time_reference(candidate.method)
+            reference = self.judge.time_reference(candidate.method, fresh_inputs=True)
             held_s = time.monotonic() - started
         log.debug("timing: waited %.1f ms for the GPU, held it %.1f ms (batch %.1f ms, empty batch %.1f ms)",
                   (started - waited) * 1e3, held_s * 1e3, batch_s * 1e3, empty_s * 1e3)

@@ -249,18 +249,26 @@ class Judge:
         problem = self.problems.get(request["key"])
         if problem is None:
             return {"type": "unknown_problem"}
-        cache_key = (request["method"], int(request["warmup"]), int(request["runs"]))
+        cache_key = (request["method"], int(request["warmup"]), int(request["runs"]), bool(request.get("fresh_inputs")))
         if cache_key not in problem.timings:
             self.counts["time_miss"] += 1
-            inputs = harness.trial_inputs(problem.sets[0][1], problem.seeds[0], self.device)
-            model = problem.models[0]
+            module, model = problem.sets[0][1], problem.models[0]
+            # Fresh inputs: made before every run from its own seed (as the executor times candidates).
+            seeds = harness.trial_seeds(problem.seed, cache_key[2], "reference timing") if cache_key[3] else None
+            current = {"inputs": harness.trial_inputs(module, problem.seeds[0], self.device)}
+
+            def before_run(index: int) -> None:
+                if seeds is not None:
+                    current.clear()
+                    current["inputs"] = harness.trial_inputs(module, seeds[index], self.device)
+
             try:
-                stats = timing.time_cuda(lambda: model(*inputs), warmup=cache_key[1], runs=cache_key[2],
-                                         method=cache_key[0])
+                stats = timing.time_cuda(lambda: model(*current["inputs"]), warmup=cache_key[1], runs=cache_key[2],
+                                         method=cache_key[0], before_run=before_run)
             except BaseException as exc:  # noqa: BLE001
                 raise _failure(exc) from None
             problem.timings[cache_key] = stats.__dict__
-            del inputs
+            current.clear()
         else:
             self.counts["time_hit"] += 1
         return {"type": "timed", "stats": problem.timings[cache_key]}

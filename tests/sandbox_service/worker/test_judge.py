@@ -246,3 +246,29 @@ def test_a_sample_is_the_same_for_a_seed_and_new_for_another():
     assert all(torch.equal(a, b) for a, b in zip(first, again))
     assert not torch.equal(first[0], other[0])
     assert first[0].numel() == harness.TIMING_SAMPLE and torch.equal(first[1], torch.arange(10))
+
+
+def test_the_reference_is_timed_on_fresh_inputs_when_the_candidate_is(prepared, monkeypatch):
+    """The executor times a candidate on new inputs for every run; the reference's time it is compared with is
+    taken the same way (the same inputs every run made the reference look faster), and cached apart."""
+    from sandbox_service import timing
+
+    the_judge, _ = prepared
+    model = the_judge.problems[KEY].models[0]
+    seen: list[float] = []
+    monkeypatch.setattr(model, "forward", lambda *inputs: seen.append(float(inputs[0].sum())) or inputs[0])
+
+    def time_on_the_cpu(fn, *, warmup, runs, method, before_run=None):
+        for i in range(runs):
+            before_run(i)
+            fn()
+        return timing.summarize([1.0] * runs, method)
+
+    monkeypatch.setattr(timing, "time_cuda", time_on_the_cpu)
+    request = {"op": "time", "key": KEY, "method": timing.CUDA_EVENTS, "warmup": 0, "runs": 5}
+    assert judge.answer(the_judge, {**request, "fresh_inputs": True})["type"] == "timed"
+    assert len(set(seen)) == 5
+    seen.clear()
+    assert judge.answer(the_judge, request)["type"] == "timed"
+    assert len(set(seen)) == 1
+    assert the_judge.counts["time_miss"] == 2
