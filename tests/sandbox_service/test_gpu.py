@@ -282,3 +282,12 @@ def test_seeding_makes_the_same_inputs_as_torch_manual_seed():
     expected = (torch.randn(64, device="cuda"), torch.randn(64))
     harness.seed_everything(1234)
     assert torch.equal(torch.randn(64, device="cuda"), expected[0]) and torch.equal(torch.randn(64), expected[1])
+
+
+def test_the_l2_flush_writes_twice_the_gpu_s_l2():
+    import torch
+
+    from sandbox_service import timing
+
+    size = torch.cuda.get_device_properties(torch.cuda.current_device()).L2_cache_size
+    assert size > 0 and timing.l2_flush_bytes() == max(timing.MIN_L2_FLUSH_BYTES, 2 * size)
