@@ -291,3 +291,20 @@ def test_the_l2_flush_writes_twice_the_gpu_s_l2():
 
     size = torch.cuda.get_device_properties(torch.cuda.current_device()).L2_cache_size
     assert size > 0 and timing.l2_flush_bytes() == max(timing.MIN_L2_FLUSH_BYTES, 2 * size)
+
+
+# A task big enough to time (16 MB inputs, as the RL benchmark's): the reward's speedup is trusted only if
+# the same kernel, evaluated again, gets the same speedup.
+MID = REFERENCE.replace("torch.randn(8, N), torch.randn(8, N)", "torch.randn(1024, N), torch.randn(1024, N)")
+
+
+def test_identical_kernels_get_speedups_within_ten_percent_of_each_other(gpu_lane):
+    assert "1024, N" in MID
+    options = EvalOptions(trials=2, timeout_s=120)  # the protocol's timing: 3 warm-up calls, 100 runs
+    speedups = []
+    for _ in range(6):
+        result = evaluate(MID, CORRECT, options, gpu_lane)
+        assert result.status == Status.OK, result.error
+        speedups.append(result.speedup)
+    print(f"\nspeedups of one kernel evaluated 6 times: {[round(s, 3) for s in speedups]}")
+    assert max(speedups) / min(speedups) <= 1.10, speedups
