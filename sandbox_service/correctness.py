@@ -34,20 +34,28 @@ def dtype_name(dtype: torch.dtype) -> str:
 CHUNK = 1 << 24
 
 
+def _flat(t: torch.Tensor) -> torch.Tensor:
+    """All of a tensor's numbers, flat: a complex tensor's real and imaginary parts side by side (a conversion
+    to a real dtype would drop the imaginary parts, and torch only warns: red team 6)."""
+    if t.is_complex():
+        t = torch.view_as_real(t.resolve_conj())
+    return t.reshape(-1)
+
+
 def _pairs(actual: torch.Tensor, expected: torch.Tensor):
-    a, e = actual.reshape(-1), expected.reshape(-1)
+    a, e = _flat(actual), _flat(expected)
     for start in range(0, e.numel(), CHUNK):
         yield a[start : start + CHUNK], e[start : start + CHUNK]
 
 
 def _chunks(t: torch.Tensor):
-    flat = t.reshape(-1)
+    flat = _flat(t)
     for start in range(0, flat.numel(), CHUNK):
         yield flat[start : start + CHUNK]
 
 
 def _precision(expected: torch.Tensor) -> torch.dtype:
-    return torch.float64 if expected.dtype == torch.float64 else torch.float32
+    return torch.float64 if expected.dtype in (torch.float64, torch.complex128) else torch.float32
 
 
 def all_finite(t: torch.Tensor) -> bool:

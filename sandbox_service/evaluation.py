@@ -77,7 +77,7 @@ def timing_order(runs: int, checks: int) -> dict:
     return {"type": "time", "run_seed": chooser.randrange(1, 2**31 - 1),
             "checked_runs": chooser.sample(range(runs), checks),
             "check_seeds": [chooser.randrange(1, 2**31 - 1) for _ in range(checks)],
-            "sample_seed": chooser.randrange(1, 2**31 - 1)}
+            "sample_seed": chooser.randrange(1, 2**63)}
 STOP_WAIT_S = 5.0  # for a released executor's last message
 
 
@@ -1014,7 +1014,7 @@ class _Evaluation:
         calls = self.options.warmup_runs + self.options.timing_runs
         for check, (run, seed) in enumerate(zip(order["checked_runs"], order["check_seeds"])):
             # the judge's comparisons share the GPU: after the hold. The run's call follows the warm-up's.
-            sample_seed = harness.call_sample_seed(order["sample_seed"], calls, self.options.warmup_runs + run)
+            sample_seed = harness.call_sample_seed(order["sample_seed"], self.options.warmup_runs + run)
             self._timing_check(messages, deadline, check, seed, sample_seed)
         outside_us = max(0.0, batch_s - empty_s) / max(1, calls) * 1e6
         result = self.result

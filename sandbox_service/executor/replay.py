@@ -13,7 +13,7 @@ import torch
 
 from sandbox_service.interface.program import ProgramError, Unsupported, refs_in
 from sandbox_service.options import Policy
-from sandbox_service.verifier.runtime import _UNINITIALISED_ALLOCATIONS, _is_forbidden, _op_name
+from sandbox_service.verifier.runtime import GLUE_OPS, _UNINITIALISED_ALLOCATIONS, _is_forbidden, _op_name
 
 # Never replayed, whatever the policy: values to the host, storage surgery, streams.
 NEVER = frozenset({"_local_scalar_dense", "item", "equal", "set_", "record_stream", "resize_", "_copy_from",
@@ -60,6 +60,10 @@ class Replay:
         self.constants = constants
         self.inputs = program_set["inputs"]
         self.outputs = program_set["outputs"]
+        self.policy = policy
+        # Under the relaxed policy: the largest tensor a compute operator (not glue) made in the last run, and
+        # its name (runner.oversized_compute compares it with the forward's inputs and outputs).
+        self.largest_compute: tuple[int, str] = (0, "")
         forbidden = []
         launches = 0
         for step in program_set["steps"]:
@@ -103,6 +107,7 @@ class Replay:
             if "tensor" in traced:
                 env[traced["tensor"]["ref"]] = value
         self.poisoned = set()
+        self.largest_compute = (0, "")
         for step in self._compiled:
             step(env, poison)
         return [o if isinstance(o, torch.Tensor) else torch.tensor(o, device=self.device) for o in self._outputs(env)]
@@ -122,9 +127,12 @@ class Replay:
         args, kwargs = self._compiler(step["args"]), self._compiler_kwargs(step["kwargs"])
         bind, allocates = step["out"], name in _UNINITIALISED_ALLOCATIONS
         call = getattr(fn, "_op", fn)  # the operator itself, without OpOverload.__call__'s frame
+        measured = self.policy == Policy.RELAXED and name not in GLUE_OPS
 
         def run(env: dict, poison: bool) -> None:
             result = call(*args(env), **kwargs(env))
+            if measured and type(result) is torch.Tensor and result.numel() > self.largest_compute[0]:
+                self.largest_compute = (result.numel(), name)
             if isinstance(bind, dict) and type(result) is torch.Tensor:
                 env.setdefault(bind["ref"], result)  # one tensor (an in-place operator's is already bound)
             else:

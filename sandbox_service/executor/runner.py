@@ -161,6 +161,7 @@ def run(job: dict, emit: Emit, control: Receiver) -> None:
                 emit(kind, phase=f"{sets[set_index][0]} trial {trial}", error=harness.format_exception(exc))
                 return
             findings += _after_forward(inputs, used, tensors, replays[set_index].poisoned)
+            findings += oversized_compute(inputs, tensors, replays[set_index].largest_compute)
             fingerprint = harness.fingerprint([tensors])
             output_fingerprints[-1].append(fingerprint)
             hand_over(job, emit, control, tensors, set_index, trial, fingerprint)
@@ -197,6 +198,22 @@ def trial_seeds(job: dict, sets: int) -> list[list[int]]:
     if len(seeds) != sets or any(len(row) != job["trials"] for row in seeds):
         raise ChannelClosed(f"trial seeds for {len(seeds)} input sets where {sets} x {job['trials']} were due")
     return [[int(seed) for seed in row] for row in seeds]
+
+
+# Under the relaxed policy, a torch compute operator may make at most this many times the elements of the
+# forward's largest input or output: light glue (a bias, a scale, a reduction's last step) stays within it;
+# heavy work spelled with light operators (a matmul as a broadcast product and a sum) does not (red team 6).
+RELAXED_INTERMEDIATE_FACTOR = 4
+
+
+def oversized_compute(inputs: list, outputs: list[torch.Tensor], largest: tuple[int, str]) -> list[dict]:
+    made, name = largest
+    bound = max([t.numel() for t in [*inputs, *outputs] if isinstance(t, torch.Tensor)], default=0)
+    if made <= RELAXED_INTERMEDIATE_FACTOR * max(1, bound):
+        return []
+    return [{"layer": "runtime", "rule": "torch-compute-in-forward",
+             "message": f"torch operator {name} made {made} elements, more than {RELAXED_INTERMEDIATE_FACTOR} times "
+                        f"the forward's largest input or output ({bound}): heavy work done by torch"}]
 
 
 def _after_forward(inputs: list, used: list, outputs: list[torch.Tensor], poisoned: set[int]) -> list[dict]:
@@ -290,7 +307,7 @@ def _time_checked(job: dict, emit: Emit, control: Receiver, replay, inputs: Timi
         for run, seed in checks:
             inputs.replace_seed(int(run), int(seed))
     warmup = job["warmup_runs"]
-    sample_seeds = harness.trial_seeds(int(sample_seed), warmup + job["timing_runs"])  # call_sample_seed's
+    sample_seeds = [harness.call_sample_seed(sample_seed, call) for call in range(warmup + job["timing_runs"])]
     last: dict = {}  # the last call's outputs, its number and whether it was timed
     spare: list[list[torch.Tensor]] = []  # host copy buffers: one in use, one per check still to come
     kept: dict[int, list[torch.Tensor]] = {}
@@ -301,6 +318,7 @@ def _time_checked(job: dict, emit: Emit, control: Receiver, replay, inputs: Timi
         if "outputs" not in last:
             return
         outputs, call, timed = last.pop("outputs"), last.pop("call"), last.pop("timed")
+        harness.synchronize(inputs.device)  # the call's kernels are done before its sample is drawn (red team 6)
         flat = [t.reshape(-1) for t in outputs]
         picked = harness.sample_indices([t.numel() for t in flat], sample_seeds[call - 1])
         samples = [t[i.to(t.device)] for t, i in zip(flat, picked)]

@@ -188,7 +188,7 @@ class Judge:
                 or not 0 <= trial < trials or (seed is not None and (type(seed) is not int or not 0 < seed < 2**31))):
             return _malformed(f"no input set {set_index!r} trial {trial!r} in this task")
         sample_seed = request.get("sample_seed")
-        if sample_seed is not None and (seed is None or type(sample_seed) is not int or not 0 < sample_seed < 2**31):
+        if sample_seed is not None and (seed is None or type(sample_seed) is not int or not 0 <= sample_seed < 2**63):
             return _malformed(f"a sample seed {sample_seed!r} where none or a timing check's was due")
         want = problem.expected.get((set_index, trial)) if seed is None else None
         made: dict = {}  # for a seed new to this evaluation: what the judge made, for the server to check against

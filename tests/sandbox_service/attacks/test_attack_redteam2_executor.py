@@ -207,9 +207,8 @@ def _run_executor_job(tmp_path: Path, monkeypatch, checked_run: int, program: di
     module = harness.load_problem_sets(job["reference_path"], [], job["seed"])[0][1]
     seeds = job["trial_seeds"][0] + CHECK_SEEDS  # the trials', the checks'
     expected = [torch.relu(harness.trial_inputs(module, seed, torch.device("cpu"))[0]) for seed in seeds]
-    calls = job["warmup_runs"] + job["timing_runs"]
     for check, run in enumerate(_checked(checked_run)):  # a timing check hands over the sample the judge names
-        sample_seed = harness.call_sample_seed(SAMPLE_SEED, calls, job["warmup_runs"] + run)
+        sample_seed = harness.call_sample_seed(SAMPLE_SEED, job["warmup_runs"] + run)
         full = expected[trials + check].reshape(-1)
         expected[trials + check] = full[harness.sample_indices([full.numel()], sample_seed)[0]]
     judged = [torch.allclose(handed[(0, t)][0], expected[t])

@@ -114,10 +114,9 @@ def test_several_checked_runs_are_handed_to_the_judge_in_order(monkeypatch):
                          runner.timing_inputs(job, Reference, 11, torch.device("cpu")), checks, calibrate=False,
                          sample_seed=77)
     assert sorted(handed) == [2, 3, 4]
-    calls = job["warmup_runs"] + job["timing_runs"]
     for check, (run, seed) in enumerate(checks):
         made = (harness.trial_inputs(Reference, seed, torch.device("cpu"))[0] * 2).reshape(-1)
-        picked = harness.sample_indices([made.numel()], harness.call_sample_seed(77, calls, job["warmup_runs"] + run))
+        picked = harness.sample_indices([made.numel()], harness.call_sample_seed(77, job["warmup_runs"] + run))
         assert torch.equal(handed[2 + check], made[picked[0]])
 
 
