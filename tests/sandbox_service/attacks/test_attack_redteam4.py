@@ -197,7 +197,7 @@ def _timed_evaluation(lane, timing_runs: int):
         lane=lane, options=options, child=None, result=EvalResult(Status.INFRA_ERROR), seen={},
         problem=types.SimpleNamespace(key="one-task"), timing_checks=min(TIMING_CHECKS, timing_runs),
         judge=types.SimpleNamespace(prepared={"output_bytes": 1 << 20},
-                                    time_reference=lambda method: TimingStats(500.0, 500.0, 0.0, 500.0, 500.0, 100)),
+                                    time_reference=lambda method, fresh_inputs=False: TimingStats(500.0, 500.0, 0.0, 500.0, 500.0, 100)),
     )
 
     def timed_order(order, answer, messages, deadline, job):
