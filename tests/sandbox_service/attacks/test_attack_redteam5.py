@@ -29,6 +29,7 @@ import time
 import types
 from pathlib import Path
 
+from relaxed_support import decorated
 from sandbox_service.evaluation import evaluate
 from sandbox_service.options import EvalOptions, Policy
 from sandbox_service.results import Status
@@ -43,29 +44,9 @@ def test_a_matmul_done_by_torch_s_in_place_addmm_is_not_ok_under_the_relaxed_pol
     in-place packet of `addmm`) and one Triton kernel that loads and stores `out` unchanged. The relaxed policy
     allows torch's light glue compute, never the heavy lifting the kernel is for: the verdict must not be `ok`
     (got `ok`: the replay computed the matmul with torch and the judge found it right)."""
-    source = '''```python
-import torch
-import torch.nn as nn
-import triton
-import triton.language as tl
-
-
-@triton.jit
-def touch_kernel(y_ptr, n, BLOCK: tl.constexpr):
-    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    tl.store(y_ptr + i, tl.load(y_ptr + i, mask=i < n), mask=i < n)
-
-
-class ModelNew(nn.Module):
-    def __init__(self):
-        super().__init__()
-
-    def forward(self, a, b):
+    source = decorated("""
         out = torch.zeros(a.shape[0], b.shape[1], device=a.device, dtype=a.dtype)
-        out.addmm_(a, b)
-        touch_kernel[(triton.cdiv(out.numel(), 256),)](out, out.numel(), BLOCK=256)
-        return out
-```'''
+        out.addmm_(a, b)""")
     options = EvalOptions(trials=2, timeout_s=60, memory_limit_mb=4096, policy=Policy.RELAXED)
     result = evaluate(MATMUL, source, options, cpu_lane)
     assert result.status != Status.OK, (

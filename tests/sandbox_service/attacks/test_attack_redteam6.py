@@ -63,6 +63,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from relaxed_support import decorated
 from sandbox_service.evaluation import evaluate
 from sandbox_service.options import EvalOptions, Policy
 from sandbox_service.results import Status
@@ -152,31 +153,6 @@ def test_the_comparison_itself_sees_the_imaginary_part():
 
 # -- the relaxed policy ---------------------------------------------------------------------------------------------
 
-_RELAXED_HEADER = '''```python
-import torch
-import torch.nn as nn
-import triton
-import triton.language as tl
-
-
-@triton.jit
-def touch_kernel(y_ptr, n, BLOCK: tl.constexpr):
-    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    tl.store(y_ptr + i, tl.load(y_ptr + i, mask=i < n), mask=i < n)
-
-
-class ModelNew(nn.Module):
-    def __init__(self):
-        super().__init__()
-
-    def forward(self, a, b):
-'''
-_RELAXED_FOOTER = '''
-        out = out.contiguous()
-        touch_kernel[(triton.cdiv(out.numel(), 256),)](out, out.numel(), BLOCK=256)
-        return out
-```'''
-
 MATMUL_BY_LIGHT_OPS = {
     # a broadcast product and a reduction: mul and sum, neither "heavy"
     "mul-then-sum": '''
@@ -196,7 +172,7 @@ def test_a_matmul_done_by_torch_through_unlisted_operators_is_not_ok_under_the_r
     that `is_heavy` does not know (a broadcast multiply and a sum; or `torch.cdist` and elementwise glue) and
     launches one kernel that loads and stores the result unchanged. The relaxed policy allows light glue
     compute, never the heavy lifting the kernel is for: the verdict must not be `ok` (got `ok`)."""
-    source = _RELAXED_HEADER + MATMUL_BY_LIGHT_OPS[how] + _RELAXED_FOOTER
+    source = decorated(MATMUL_BY_LIGHT_OPS[how])
     options = EvalOptions(trials=2, timeout_s=60, memory_limit_mb=4096, policy=Policy.RELAXED)
     result = evaluate(MATMUL, source, options, cpu_lane)
     assert result.status != Status.OK, (
