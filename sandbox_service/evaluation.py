@@ -59,9 +59,34 @@ _TRACER_MESSAGES = frozenset({"program", "unsupported", "rejected", "compile_err
 # The candidate's time is the executor's (CUDA events, in a context the candidate's kernels run in), but never
 # less than this share of what the server's own clock saw per run around the same timed batch.
 OUTSIDE_FLOOR = 0.5
+# Timed batches at most per evaluation: a second one only when the server's clock made the floor bind.
+TIMING_ATTEMPTS = 2
 # Timed runs whose outputs the judge checks (secret positions, inputs the judge knows): a kernel that skips a
 # share p of the runs passes with probability (1 - p)^TIMING_CHECKS (half the runs: 1 in 8).
 TIMING_CHECKS = 3
+
+
+@dataclasses.dataclass(frozen=True)
+class _TimedAttempt:
+    """One timed batch: the executor's figure, the reference's, and what the server's clock saw per run."""
+
+    candidate: TimingStats
+    reference: TimingStats
+    outside_us: float
+
+    @property
+    def floor_binds(self) -> bool:
+        return self.candidate.median_us < OUTSIDE_FLOOR * self.outside_us
+
+    @property
+    def verdict_us(self) -> float:
+        return max(self.candidate.median_us, OUTSIDE_FLOOR * self.outside_us)
+
+    def describe(self) -> str:
+        detail = f"{self.candidate.method}; the server's clock saw {self.outside_us:.1f} us per run"
+        if self.floor_binds:
+            detail += f" (the executor's {self.candidate.median_us:.1f} us is below {OUTSIDE_FLOOR} of it: not used)"
+        return detail
 
 
 def fresh_trial_seeds(sets: int, trials: int) -> list[list[int]]:
@@ -986,7 +1011,26 @@ class _Evaluation:
         lane, task and batch length) the batch with nothing in it (flushes, synchronisations, input generation,
         copies). The candidate's time is never below OUTSIDE_FLOOR of what that difference leaves per run. Every
         timed run has fresh inputs, and TIMING_CHECKS of them, chosen in secret, are the judge's timing checks
-        (_timing_check)."""
+        (_timing_check). The server's clock is coarse: a batch it saw as slow (the floor binding) is timed once
+        more, with new secrets, and the lower of the two verdict times is kept: a forged executor figure meets the
+        floor again, an honest kernel in a noisy batch does not."""
+        started = time.monotonic()
+        attempts = [self._timed_attempt(messages, deadline, job)]
+        if attempts[0].floor_binds and TIMING_ATTEMPTS > 1:
+            attempts.append(self._timed_attempt(messages, deadline, job))
+        best = min(attempts, key=lambda attempt: attempt.verdict_us)
+        result = self.result
+        result.candidate_timing, result.ref_timing = best.candidate, best.reference
+        result.candidate_time_us = best.verdict_us
+        result.ref_time_us = best.reference.median_us
+        result.speedup = best.reference.median_us / max(result.candidate_time_us, 1e-9)
+        result.speedup_flagged = result.speedup > self.options.implausible_speedup
+        detail = "; ".join(attempt.describe() for attempt in attempts)
+        _layer(result, "timing", Outcome.PASSED, started, detail)
+        result.status = Status.OK
+
+    def _timed_attempt(self, messages: MessageStream, deadline: Deadline, job: dict) -> "_TimedAttempt":
+        """One timed batch on new secrets, the GPU held; then, after the hold, its checks."""
         waited = time.monotonic()
         with self.lane.gate.exclusive(), self.lane.freezer.others_frozen(keep=self.child):
             deadline.extend(time.monotonic() - waited)
@@ -1005,30 +1049,17 @@ class _Evaluation:
                 self.lane.empty_batch_s[batch_key] = empty_s
             order = timing_order(self.options.timing_runs, self.timing_checks)
             batch_s = self._timed_order(order, "timing", messages, deadline, job)
-            message = self.seen["timing"]
-            candidate = TimingStats(**message["candidate"])
+            candidate = TimingStats(**self.seen["timing"]["candidate"])
             reference = self.judge.time_reference(candidate.method, fresh_inputs=True)
             held_s = time.monotonic() - started
         log.debug("timing: waited %.1f ms for the GPU, held it %.1f ms (batch %.1f ms, empty batch %.1f ms)",
                   (started - waited) * 1e3, held_s * 1e3, batch_s * 1e3, empty_s * 1e3)
-        calls = self.options.warmup_runs + self.options.timing_runs
         for check, (run, seed) in enumerate(zip(order["checked_runs"], order["check_seeds"])):
             # the judge's comparisons share the GPU: after the hold. The run's call follows the warm-up's.
             sample_seed = harness.call_sample_seed(order["sample_seed"], self.options.warmup_runs + run)
             self._timing_check(messages, deadline, check, seed, sample_seed)
-        outside_us = max(0.0, batch_s - empty_s) / max(1, calls) * 1e6
-        result = self.result
-        result.candidate_timing, result.ref_timing = candidate, reference
-        floor_us = OUTSIDE_FLOOR * outside_us
-        result.candidate_time_us = max(candidate.median_us, floor_us)
-        result.ref_time_us = reference.median_us
-        result.speedup = reference.median_us / max(result.candidate_time_us, 1e-9)
-        result.speedup_flagged = result.speedup > self.options.implausible_speedup
-        detail = f"{candidate.method}; the server's clock saw {outside_us:.1f} us per run"
-        if candidate.median_us < floor_us:
-            detail += f" (the executor's {candidate.median_us:.1f} us is below {OUTSIDE_FLOOR} of it: not used)"
-        _layer(result, "timing", Outcome.PASSED, started, detail)
-        result.status = Status.OK
+        calls = self.options.warmup_runs + self.options.timing_runs
+        return _TimedAttempt(candidate, reference, max(0.0, batch_s - empty_s) / max(1, calls) * 1e6)
 
     def _timing_check(self, messages: MessageStream, deadline: Deadline, check: int, seed: int,
                       sample_seed: int) -> None:

@@ -208,6 +208,8 @@ def _timed_evaluation(lane, timing_runs: int):
 
     evaluation._timed_order = timed_order
     evaluation._timing_check = lambda messages, deadline, check, seed, sample_seed: None
+    evaluation._timed_attempt = lambda messages, deadline, job: _Evaluation._timed_attempt(
+        evaluation, messages, deadline, job)
     _Evaluation._time(evaluation, None, types.SimpleNamespace(extend=lambda s: None), {})
     return evaluation.result
 
