@@ -76,32 +76,52 @@ def within(actual: torch.Tensor, expected: torch.Tensor, atol: float, rtol: floa
     return True
 
 
-Band = tuple[float, float]
+# The constants that would pass against an output: an interval [lo, hi] (empty when lo > hi), or, for a complex
+# output, one interval for the real parts and one for the imaginary parts (a complex constant passes when both
+# of its parts do, since the comparison is part by part).
+Band = tuple
 EMPTY_BAND: Band = (math.inf, -math.inf)
 
 
-def constant_band(expected: torch.Tensor, atol: float, rtol: float) -> Band:
-    """The interval [lo, hi] of constants c that pass `allclose` against every element of `expected`
-    (|c - e| <= atol + rtol |e|); empty (lo > hi) when there is none, and for integer outputs, which are
-    compared exactly."""
-    if not expected.is_floating_point() or expected.numel() == 0:
-        return EMPTY_BAND
+def _real_band(values: torch.Tensor, precision: torch.dtype, atol: float, rtol: float) -> Band:
     lo, hi = -math.inf, math.inf
-    for e in _chunks(expected):
-        e = e.to(_precision(expected))
+    for start in range(0, values.numel(), CHUNK):
+        e = values[start : start + CHUNK].to(precision)
         slack = atol + rtol * e.abs()
         lo, hi = max(lo, float((e - slack).max())), min(hi, float((e + slack).min()))
     return lo, hi
 
 
+def constant_band(expected: torch.Tensor, atol: float, rtol: float) -> Band:
+    """The constants c that pass `allclose` against every element of `expected` (|c - e| <= atol + rtol |e|):
+    empty when there is none, and for integer outputs, which are compared exactly."""
+    if expected.numel() == 0 or not (expected.is_floating_point() or expected.is_complex()):
+        return EMPTY_BAND
+    if expected.is_complex():
+        parts = torch.view_as_real(expected.resolve_conj()).reshape(-1, 2)
+        return tuple(_real_band(parts[:, i], _precision(expected), atol, rtol) for i in range(2))
+    return _real_band(expected.reshape(-1), _precision(expected), atol, rtol)
+
+
+def _nested(band: Band) -> bool:
+    return isinstance(band[0], tuple)
+
+
 def intersect(a: Band, b: Band) -> Band:
+    if _nested(a) or _nested(b):
+        if not (_nested(a) and _nested(b)):
+            return EMPTY_BAND  # a complex output in one trial and a real one in another: no one constant
+        return tuple(intersect(x, y) for x, y in zip(a, b))
     return max(a[0], b[0]), min(a[1], b[1])
+
+
+def band_is_empty(band: Band) -> bool:
+    return any(band_is_empty(part) for part in band) if _nested(band) else band[0] > band[1]
 
 
 def constant_would_pass(expected: torch.Tensor, atol: float, rtol: float) -> bool:
     """Would some single constant (zeros included) pass `allclose` against this output?"""
-    lo, hi = constant_band(expected, atol, rtol)
-    return lo <= hi
+    return not band_is_empty(constant_band(expected, atol, rtol))
 
 
 def _max_abs_error(actual: torch.Tensor, expected: torch.Tensor) -> float:
@@ -136,7 +156,7 @@ def degenerate_outputs(expected_trials: list[list[torch.Tensor]], tolerances: To
 
 def degenerate_from_bands(per_trial: list[list[Band]]) -> list[bool]:
     positions = zip(*per_trial)
-    return [lo <= hi for lo, hi in (functools.reduce(intersect, bands) for bands in positions)]
+    return [not band_is_empty(functools.reduce(intersect, bands)) for bands in positions]
 
 
 def compare_trial(

@@ -78,15 +78,8 @@ class _TimedAttempt:
     def floor_binds(self) -> bool:
         return self.candidate.median_us < OUTSIDE_FLOOR * self.outside_us
 
-    @property
-    def verdict_us(self) -> float:
-        return max(self.candidate.median_us, OUTSIDE_FLOOR * self.outside_us)
-
     def describe(self) -> str:
-        detail = f"{self.candidate.method}; the server's clock saw {self.outside_us:.1f} us per run"
-        if self.floor_binds:
-            detail += f" (the executor's {self.candidate.median_us:.1f} us is below {OUTSIDE_FLOOR} of it: not used)"
-        return detail
+        return f"{self.candidate.method}; the server's clock saw {self.outside_us:.1f} us per run"
 
 
 def fresh_trial_seeds(sets: int, trials: int) -> list[list[int]]:
@@ -1012,20 +1005,24 @@ class _Evaluation:
         copies). The candidate's time is never below OUTSIDE_FLOOR of what that difference leaves per run. Every
         timed run has fresh inputs, and TIMING_CHECKS of them, chosen in secret, are the judge's timing checks
         (_timing_check). The server's clock is coarse: a batch it saw as slow (the floor binding) is timed once
-        more, with new secrets, and the lower of the two verdict times is kept: a forged executor figure meets the
-        floor again, an honest kernel in a noisy batch does not."""
+        more, with new secrets, and the floor takes the lower of the two clocks; the executor's figure stays the
+        first batch's, so a kernel that makes the floor bind on purpose draws no second figure of its own (red
+        team 7). A forged executor figure meets the floor again; an honest kernel in a noisy batch does not."""
         started = time.monotonic()
         attempts = [self._timed_attempt(messages, deadline, job)]
         if attempts[0].floor_binds and TIMING_ATTEMPTS > 1:
             attempts.append(self._timed_attempt(messages, deadline, job))
-        best = min(attempts, key=lambda attempt: attempt.verdict_us)
+        first = attempts[0]
+        floor_us = OUTSIDE_FLOOR * min(attempt.outside_us for attempt in attempts)
         result = self.result
-        result.candidate_timing, result.ref_timing = best.candidate, best.reference
-        result.candidate_time_us = best.verdict_us
-        result.ref_time_us = best.reference.median_us
-        result.speedup = best.reference.median_us / max(result.candidate_time_us, 1e-9)
+        result.candidate_timing, result.ref_timing = first.candidate, first.reference
+        result.candidate_time_us = max(first.candidate.median_us, floor_us)
+        result.ref_time_us = first.reference.median_us
+        result.speedup = first.reference.median_us / max(result.candidate_time_us, 1e-9)
         result.speedup_flagged = result.speedup > self.options.implausible_speedup
         detail = "; ".join(attempt.describe() for attempt in attempts)
+        if first.candidate.median_us < floor_us:
+            detail += f" (the executor's {first.candidate.median_us:.1f} us is below {OUTSIDE_FLOOR} of it: not used)"
         _layer(result, "timing", Outcome.PASSED, started, detail)
         result.status = Status.OK
 

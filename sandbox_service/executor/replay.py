@@ -61,9 +61,11 @@ class Replay:
         self.inputs = program_set["inputs"]
         self.outputs = program_set["outputs"]
         self.policy = policy
-        # Under the relaxed policy: the largest tensor a compute operator (not glue) made in the last run, and
-        # its name (runner.oversized_compute compares it with the forward's inputs and outputs).
+        # Under the relaxed policy, of the last run: the largest result a compute operator (not glue) made, its
+        # name, and the elements all of them made (runner.oversized_compute compares both with the forward's
+        # inputs and outputs).
         self.largest_compute: tuple[int, str] = (0, "")
+        self.compute_elements = 0
         forbidden = []
         launches = 0
         for step in program_set["steps"]:
@@ -107,7 +109,7 @@ class Replay:
             if "tensor" in traced:
                 env[traced["tensor"]["ref"]] = value
         self.poisoned = set()
-        self.largest_compute = (0, "")
+        self.largest_compute, self.compute_elements = (0, ""), 0
         for step in self._compiled:
             step(env, poison)
         return [o if isinstance(o, torch.Tensor) else torch.tensor(o, device=self.device) for o in self._outputs(env)]
@@ -131,8 +133,13 @@ class Replay:
 
         def run(env: dict, poison: bool) -> None:
             result = call(*args(env), **kwargs(env))
-            if measured and type(result) is torch.Tensor and result.numel() > self.largest_compute[0]:
-                self.largest_compute = (result.numel(), name)
+            if measured:
+                for made in (result,) if isinstance(result, torch.Tensor) else result if isinstance(
+                        result, (list, tuple)) else ():
+                    if isinstance(made, torch.Tensor):
+                        self.compute_elements += made.numel()
+                        if made.numel() > self.largest_compute[0]:
+                            self.largest_compute = (made.numel(), name)
             if isinstance(bind, dict) and type(result) is torch.Tensor:
                 env.setdefault(bind["ref"], result)  # one tensor (an in-place operator's is already bound)
             else:

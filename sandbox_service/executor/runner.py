@@ -161,7 +161,8 @@ def run(job: dict, emit: Emit, control: Receiver) -> None:
                 emit(kind, phase=f"{sets[set_index][0]} trial {trial}", error=harness.format_exception(exc))
                 return
             findings += _after_forward(inputs, used, tensors, replays[set_index].poisoned)
-            findings += oversized_compute(inputs, tensors, replays[set_index].largest_compute)
+            findings += oversized_compute(inputs, tensors, replays[set_index].largest_compute,
+                                          replays[set_index].compute_elements)
             fingerprint = harness.fingerprint([tensors])
             output_fingerprints[-1].append(fingerprint)
             hand_over(job, emit, control, tensors, set_index, trial, fingerprint)
@@ -200,20 +201,28 @@ def trial_seeds(job: dict, sets: int) -> list[list[int]]:
     return [[int(seed) for seed in row] for row in seeds]
 
 
-# Under the relaxed policy, a torch compute operator may make at most this many times the elements of the
-# forward's largest input or output: light glue (a bias, a scale, a reduction's last step) stays within it;
-# heavy work spelled with light operators (a matmul as a broadcast product and a sum) does not (red team 6).
+# Under the relaxed policy, a torch compute operator may make at most RELAXED_INTERMEDIATE_FACTOR times the
+# elements of the forward's largest input or output, and all of them together RELAXED_TOTAL_FACTOR times: light
+# glue (a bias, a scale, an activation, a reduction's last step) stays within both; heavy work spelled with light
+# operators does not, whether in one large intermediate (a matmul as a broadcast product and a sum: red team 6)
+# or in many small steps (a matmul as K rank-one updates: red team 7).
 RELAXED_INTERMEDIATE_FACTOR = 4
+RELAXED_TOTAL_FACTOR = 16
 
 
-def oversized_compute(inputs: list, outputs: list[torch.Tensor], largest: tuple[int, str]) -> list[dict]:
+def oversized_compute(inputs: list, outputs: list[torch.Tensor], largest: tuple[int, str], total: int) -> list[dict]:
     made, name = largest
-    bound = max([t.numel() for t in [*inputs, *outputs] if isinstance(t, torch.Tensor)], default=0)
-    if made <= RELAXED_INTERMEDIATE_FACTOR * max(1, bound):
+    bound = max(1, max([t.numel() for t in [*inputs, *outputs] if isinstance(t, torch.Tensor)], default=0))
+    if made > RELAXED_INTERMEDIATE_FACTOR * bound:
+        message = (f"torch operator {name} made {made} elements, more than {RELAXED_INTERMEDIATE_FACTOR} times the "
+                   f"forward's largest input or output ({bound}): heavy work done by torch")
+    elif total > RELAXED_TOTAL_FACTOR * bound:
+        message = (f"torch compute operators made {total} elements in one forward, more than "
+                   f"{RELAXED_TOTAL_FACTOR} times the forward's largest input or output ({bound}): heavy work done "
+                   "by torch")
+    else:
         return []
-    return [{"layer": "runtime", "rule": "torch-compute-in-forward",
-             "message": f"torch operator {name} made {made} elements, more than {RELAXED_INTERMEDIATE_FACTOR} times "
-                        f"the forward's largest input or output ({bound}): heavy work done by torch"}]
+    return [{"layer": "runtime", "rule": "torch-compute-in-forward", "message": message}]
 
 
 def _after_forward(inputs: list, used: list, outputs: list[torch.Tensor], poisoned: set[int]) -> list[dict]:

@@ -409,8 +409,9 @@ def sample_indices(numels: list[int], seed: int) -> list[torch.Tensor]:
 
 
 def call_sample_seed(sample_seed: int, call: int) -> int:
-    """The seed (63 bits) of the sample taken after call `call` (0-based) of a timed batch: no search over the
-    seeds finds it from an earlier call's indices."""
+    """The seed of the sample taken after call `call` (0-based) of a timed batch, a hash of the batch's secret
+    (63 bits) and the call: an earlier call's indices (whose generator takes 32 bits of its seed) say nothing
+    of a later call's."""
     digest = hashlib.blake2b(f"{int(sample_seed)}:{int(call)}".encode(), digest_size=8).digest()
     return int.from_bytes(digest, "big") >> 1
 

@@ -1,5 +1,6 @@
-"""The outside floor with the server's coarse clock: a batch the clock saw as slow is timed again, and the
-lower verdict time kept; a forged executor figure meets the floor on every batch."""
+"""The outside floor with the server's coarse clock: a batch the clock saw as slow is timed again and the floor
+takes the lower clock, while the executor's figure stays the first batch's; a forged executor figure meets the
+floor on every batch."""
 
 from __future__ import annotations
 
@@ -51,7 +52,7 @@ def test_a_quiet_batch_is_timed_once_and_the_executor_s_figure_used():
     assert batches == 1 and result.candidate_time_us == pytest.approx(200.0)
 
 
-def test_a_batch_the_clock_saw_as_slow_is_timed_again_and_the_lower_verdict_kept():
+def test_a_batch_the_clock_saw_as_slow_is_timed_again_and_the_lower_clock_sets_the_floor():
     result, batches = _evaluate(200.0, [700.0, 220.0])  # an honest kernel, one noisy batch
     assert batches == 2 and result.candidate_time_us == pytest.approx(200.0)
     assert result.speedup == pytest.approx(2.0)
