@@ -46,14 +46,14 @@ Ideas that failed (no test):
 
 from __future__ import annotations
 
-import contextlib
-import types
 from pathlib import Path
 
 import pytest
 import torch
 
+from complex_support import REAL_PART_ONLY, polar_reference
 from relaxed_support import decorated
+from timing_support import time_with
 from sandbox_service.evaluation import evaluate
 from sandbox_service.options import EvalOptions, Policy
 from sandbox_service.results import Status
@@ -96,57 +96,7 @@ def test_a_matmul_by_torch_under_the_size_bound_is_not_ok_under_the_relaxed_poli
 
 # -- complex outputs and the degenerate bound ----------------------------------------------------------------------
 
-SMALL_POLAR = '''import torch
-import torch.nn as nn
-
-
-class Model(nn.Module):
-    """z = r * exp(i theta), elementwise (complex64), with |z| below 4e-3."""
-
-    def __init__(self):
-        super().__init__()
-
-    def forward(self, r, theta):
-        return torch.polar(r, theta)
-
-
-N = 4096
-
-
-def get_inputs():
-    return [(torch.rand(N) + 0.5) * 2e-3, torch.rand(N) * 6.0]
-
-
-def get_init_inputs():
-    return []
-'''
-
-REAL_PART_ONLY = '''```python
-import torch
-import torch.nn as nn
-import triton
-import triton.language as tl
-
-
-@triton.jit
-def real_part_kernel(r_ptr, t_ptr, out_ptr, n, BLOCK: tl.constexpr):
-    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    m = i < n
-    r = tl.load(r_ptr + i, mask=m)
-    t = tl.load(t_ptr + i, mask=m)
-    tl.store(out_ptr + i, r * tl.cos(t), mask=m)
-
-
-class ModelNew(nn.Module):
-    def __init__(self):
-        super().__init__()
-
-    def forward(self, r, theta):
-        real = torch.empty_like(r)
-        n = r.numel()
-        real_part_kernel[(triton.cdiv(n, 256),)](r, theta, real, n, BLOCK=256)
-        return real.to(torch.complex64)  # the imaginary part: zero everywhere
-```'''
+SMALL_POLAR = polar_reference("2e-3")
 
 
 def test_a_complex_output_a_constant_would_pass_is_degenerate():
@@ -177,44 +127,6 @@ def test_a_small_complex_output_with_every_imaginary_part_wrong_is_not_ok(cpu_la
 
 # -- the re-timed outside floor ------------------------------------------------------------------------------------
 
-CALLS_S = 100e-6  # the batch's own cost per call (what the empty batch measures)
-
-
-def _time_with(batches: list[tuple[float, float]]):
-    """`_Evaluation._time` with stand-ins (as test_timing_attempts.py): batch k's executor figure is
-    batches[k][0] us, and the server's clock sees batches[k][1] us per call more than the empty batch."""
-    from sandbox_service.evaluation import TIMING_CHECKS, _Evaluation
-    from sandbox_service.results import EvalResult, TimingStats
-
-    options = EvalOptions(timing_runs=100, warmup_runs=3)
-    calls = options.warmup_runs + options.timing_runs
-    seen_batches = []
-    lane = types.SimpleNamespace(
-        empty_batch_s={}, gate=types.SimpleNamespace(exclusive=contextlib.nullcontext),
-        freezer=types.SimpleNamespace(others_frozen=lambda keep=None: contextlib.nullcontext()))
-    evaluation = types.SimpleNamespace(
-        lane=lane, options=options, child=None, result=EvalResult(Status.INFRA_ERROR), seen={},
-        problem=types.SimpleNamespace(key="task"), timing_checks=TIMING_CHECKS,
-        judge=types.SimpleNamespace(prepared={"output_bytes": 1 << 20}, time_reference=lambda method, fresh_inputs:
-                                    TimingStats(400.0, 400.0, 0.0, 400.0, 400.0, 100)))
-
-    def timed_order(order, answer, messages, deadline, job):
-        if order["type"] == "calibrate":
-            return calls * CALLS_S
-        executor_us, outside_us = batches[len(seen_batches)]
-        seen_batches.append(order)
-        evaluation.seen["timing"] = {"candidate": TimingStats(executor_us, executor_us, 0.0, executor_us,
-                                                              executor_us, 100).__dict__}
-        return calls * (CALLS_S + outside_us * 1e-6)
-
-    evaluation._timed_order = timed_order
-    evaluation._timing_check = lambda messages, deadline, check, seed, sample_seed: None
-    evaluation._timed_attempt = lambda messages, deadline, job: _Evaluation._timed_attempt(
-        evaluation, messages, deadline, job)
-    _Evaluation._time(evaluation, None, types.SimpleNamespace(extend=lambda s: None), {})
-    return evaluation.result, len(seen_batches)
-
-
 # FINDING timing-retry-is-a-candidate-controlled-redraw
 def test_a_candidate_cannot_buy_a_second_draw_of_its_own_figure_by_slowing_the_server_s_clock():
     """An honest-work kernel whose executor figure varies between batches (190-230 us). In the first batch its
@@ -224,9 +136,9 @@ def test_a_candidate_cannot_buy_a_second_draw_of_its_own_figure_by_slowing_the_s
     was 230 us. Expected: a floor the candidate made bind does not earn it a new draw of the executor's figure
     (verdict >= 230 us, the first batch's figure: e.g. keep the first batch's executor figure, or the larger of
     the two, and take the min only over the floor term); got 190 us (speedup 2.1 instead of 1.74)."""
-    attacked, batches = _time_with([(230.0, 1000.0), (190.0, 200.0)])
+    attacked, batches = time_with([(230.0, 1000.0), (190.0, 200.0)])
     assert batches == 2  # the candidate chose to have a second batch
-    unspun, _ = _time_with([(230.0, 240.0)])
+    unspun, _ = time_with([(230.0, 240.0)])
     assert unspun.candidate_time_us == pytest.approx(230.0)
     assert attacked.candidate_time_us >= unspun.candidate_time_us, (
         f"a spin outside the executor's median bought a second draw: verdict {attacked.candidate_time_us:.0f} us "

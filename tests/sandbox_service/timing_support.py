@@ -1,0 +1,47 @@
+"""`_Evaluation._time` driven with stand-ins: no executor, no judge, no GPU; each timed batch reports a given
+executor figure, and the server's clock a given time per call beyond the empty batch's."""
+
+from __future__ import annotations
+
+import contextlib
+import types
+
+from sandbox_service.evaluation import TIMING_CHECKS, _Evaluation
+from sandbox_service.options import EvalOptions
+from sandbox_service.results import EvalResult, Status, TimingStats
+
+CALLS_S = 100e-6  # the batch's own cost per call (what the empty batch measures)
+REFERENCE_US = 400.0
+
+
+def time_with(batches: list[tuple[float, float]]) -> tuple[EvalResult, int]:
+    """Batch k's executor figure is batches[k][0] us, and the server's clock sees batches[k][1] us per call more
+    than the empty batch. Returns the evaluation's result and how many batches were timed."""
+    options = EvalOptions(timing_runs=100, warmup_runs=3)
+    calls = options.warmup_runs + options.timing_runs
+    timed = []
+    lane = types.SimpleNamespace(
+        empty_batch_s={}, gate=types.SimpleNamespace(exclusive=contextlib.nullcontext),
+        freezer=types.SimpleNamespace(others_frozen=lambda keep=None: contextlib.nullcontext()))
+    reference = TimingStats(REFERENCE_US, REFERENCE_US, 0.0, REFERENCE_US, REFERENCE_US, 100)
+    evaluation = types.SimpleNamespace(
+        lane=lane, options=options, child=None, result=EvalResult(Status.INFRA_ERROR), seen={},
+        problem=types.SimpleNamespace(key="task"), timing_checks=TIMING_CHECKS,
+        judge=types.SimpleNamespace(prepared={"output_bytes": 1 << 20},
+                                    time_reference=lambda method, fresh_inputs: reference))
+
+    def timed_order(order, answer, messages, deadline, job):
+        if order["type"] == "calibrate":
+            return calls * CALLS_S
+        executor_us, outside_us = batches[len(timed)]
+        timed.append(order)
+        evaluation.seen["timing"] = {"candidate": TimingStats(executor_us, executor_us, 0.0, executor_us,
+                                                              executor_us, 100).__dict__}
+        return calls * (CALLS_S + outside_us * 1e-6)
+
+    evaluation._timed_order = timed_order
+    evaluation._timing_check = lambda messages, deadline, check, seed, sample_seed: None
+    evaluation._timed_attempt = lambda messages, deadline, job: _Evaluation._timed_attempt(
+        evaluation, messages, deadline, job)
+    _Evaluation._time(evaluation, None, types.SimpleNamespace(extend=lambda s: None), {})
+    return evaluation.result, len(timed)
