@@ -41,9 +41,8 @@ log = logging.getLogger(__name__)
 CANDIDATE, TRACER, EXECUTOR, VALIDATOR, INDUCTOR, JUDGE, BUILDER = (
     "candidate", "tracer", "executor", "validator", "inductor", "judge", "builder")
 # Which design evaluates candidates: "executor" (the candidate's Python traced without GPU or inputs, a trusted
-# executor replays the program) or "in-process" (the harness inside the candidate's process). The old design
-# stays the default until the executor meets issue 20's targets (docs/security.md); the server's environment
-# chooses.
+# executor replays the program; the default) or "in-process" (the harness inside the candidate's process), kept
+# until the executor meets issue 20's throughput targets (docs/security.md); the server's environment chooses.
 DESIGN_ENV = "TRITONRL_SANDBOX_DESIGN"
 EXECUTOR_DESIGN, IN_PROCESS_DESIGN = "executor", "in-process"
 # Evaluations one executor serves before it is replaced: a bound on how long anything a kernel left in its
