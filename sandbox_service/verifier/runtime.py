@@ -103,7 +103,7 @@ def _op_name(func) -> str:
 # operators with other names, and a list of names alone misses them (red team 5).
 _HEAVY_FAMILIES = re.compile(
     r"mm(_|$)|matmul|multi_dot|mv(_|$)|dot$|einsum|tensordot|linear|conv|attention|softmax|norm(_|$)|pool"
-    r"|cum|embedding_bag|fft|cdist|pdist|linalg|cholesky|triangular_solve|svd|eig|qr$|matrix_exp|rnn|lstm|gru"
+    r"|cum|embedding_bag|fft|cdist|pdist|euclidean_dist|^dist$|linalg|cholesky|triangular_solve|svd|eig|qr$|matrix_exp|rnn|lstm|gru"
     r"|transformer|grid_sampler|bilinear"
 )
 

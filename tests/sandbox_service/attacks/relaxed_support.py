@@ -20,7 +20,7 @@ class ModelNew(nn.Module):
     def __init__(self):
         super().__init__()
 
-    def forward(self, a, b):
+    def forward(self, {params}):
 '''
 _FOOTER = '''
         out = out.contiguous()
@@ -29,7 +29,7 @@ _FOOTER = '''
 ```'''
 
 
-def decorated(torch_statements: str) -> str:
-    """A candidate whose forward runs `torch_statements` (8-space indented, binding `out` from `a` and `b`)
-    and then the decorative kernel on `out`."""
-    return _HEADER + torch_statements + _FOOTER
+def decorated(torch_statements: str, params: str = "a, b") -> str:
+    """A candidate whose forward(`params`) runs `torch_statements` (8-space indented, binding `out` from the
+    parameters) and then the decorative kernel on `out`."""
+    return _HEADER.replace("{params}", params) + torch_statements + _FOOTER
