@@ -85,8 +85,8 @@ EMPTY_BAND: Band = (math.inf, -math.inf)
 
 def _real_band(values: torch.Tensor, precision: torch.dtype, atol: float, rtol: float) -> Band:
     lo, hi = -math.inf, math.inf
-    for start in range(0, values.numel(), CHUNK):
-        e = values[start : start + CHUNK].to(precision)
+    for e in _chunks(values):
+        e = e.to(precision)
         slack = atol + rtol * e.abs()
         lo, hi = max(lo, float((e - slack).max())), min(hi, float((e + slack).min()))
     return lo, hi
@@ -100,7 +100,7 @@ def constant_band(expected: torch.Tensor, atol: float, rtol: float) -> Band:
     if expected.is_complex():
         parts = torch.view_as_real(expected.resolve_conj()).reshape(-1, 2)
         return tuple(_real_band(parts[:, i], _precision(expected), atol, rtol) for i in range(2))
-    return _real_band(expected.reshape(-1), _precision(expected), atol, rtol)
+    return _real_band(expected, _precision(expected), atol, rtol)
 
 
 def _nested(band: Band) -> bool:

@@ -234,8 +234,8 @@ class JudgeLink:
         """The judge's reading of a trial's outputs. `message` was checked (messages.Schema); the request is
         built from its fields, with the evaluation's own outputs folder and IPC threshold (the judge checks
         the hand-over against them again). `seed`: the trial's or timing check's, new to this evaluation, whose
-        inputs and expected outputs the judge makes now; `sample_seed`: a timing check's, whose outputs are the sample it
-        names (harness.sample_indices)."""
+        inputs and expected outputs the judge makes now; `sample_seed`: a timing check's, whose outputs are the
+        sample it names (harness.sample_indices)."""
         request = {"op": "compare", "key": self.problem.key, "set": message["set"], "trial": message["trial"],
                    "handover": message["handover"], "outputs_dir": outputs_dir, "ipc_min_bytes": ipc_min_bytes}
         if seed is not None:

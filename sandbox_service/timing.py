@@ -26,6 +26,8 @@ MIN_L2_FLUSH_BYTES = 8 * 1024 * 1024
 def l2_flush_bytes(device: torch.device | None = None) -> int:
     size = getattr(torch.cuda.get_device_properties(device or torch.cuda.current_device()), "L2_cache_size", 0)
     return max(MIN_L2_FLUSH_BYTES, 2 * int(size or 128 * 1024 * 1024))
+
+
 CUDA_EVENTS = "cuda_events"
 DEVICE_SYNC = "device_sync"
 

@@ -49,6 +49,12 @@ def dtype(name: str) -> torch.dtype:
     return _DTYPES[name]
 
 
+def _tensors_in(result) -> list[torch.Tensor]:
+    """The tensors an operator returned: itself, or those of a list or tuple."""
+    items = (result,) if isinstance(result, torch.Tensor) else result if isinstance(result, (list, tuple)) else ()
+    return [t for t in items if isinstance(t, torch.Tensor)]
+
+
 class Replay:
     """One input set's program, ready to run on that set's inputs."""
 
@@ -134,12 +140,10 @@ class Replay:
         def run(env: dict, poison: bool) -> None:
             result = call(*args(env), **kwargs(env))
             if measured:
-                for made in (result,) if isinstance(result, torch.Tensor) else result if isinstance(
-                        result, (list, tuple)) else ():
-                    if isinstance(made, torch.Tensor):
-                        self.compute_elements += made.numel()
-                        if made.numel() > self.largest_compute[0]:
-                            self.largest_compute = (made.numel(), name)
+                for made in _tensors_in(result):
+                    self.compute_elements += made.numel()
+                    if made.numel() > self.largest_compute[0]:
+                        self.largest_compute = (made.numel(), name)
             if isinstance(bind, dict) and type(result) is torch.Tensor:
                 env.setdefault(bind["ref"], result)  # one tensor (an in-place operator's is already bound)
             else:

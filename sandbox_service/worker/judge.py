@@ -255,7 +255,8 @@ class Judge:
             module, model = problem.sets[0][1], problem.models[0]
             # Fresh inputs: made before every run from its own seed (as the executor times candidates).
             seeds = harness.trial_seeds(problem.seed, cache_key[2], "reference timing") if cache_key[3] else None
-            current = {"inputs": harness.trial_inputs(module, problem.seeds[0], self.device)}
+            current = {} if seeds is not None else {
+                "inputs": harness.trial_inputs(module, problem.seeds[0], self.device)}
 
             def before_run(index: int) -> None:
                 if seeds is not None:

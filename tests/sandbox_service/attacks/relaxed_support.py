@@ -3,6 +3,15 @@ loads and stores the output unchanged makes it look like kernel work."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from sandbox_service.options import EvalOptions, Policy
+
+CORPUS = Path(__file__).resolve().parent.parent / "corpus"
+MATMUL = (CORPUS / "problems" / "matmul.py").read_text()
+SOFTMAX = (CORPUS / "problems" / "softmax.py").read_text()
+RELAXED = EvalOptions(trials=2, timeout_s=60, memory_limit_mb=4096, policy=Policy.RELAXED)
+
 _HEADER = '''```python
 import torch
 import torch.nn as nn

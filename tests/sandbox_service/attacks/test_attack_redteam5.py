@@ -27,15 +27,11 @@ import subprocess
 import sys
 import time
 import types
-from pathlib import Path
 
-from relaxed_support import decorated
+from relaxed_support import MATMUL, RELAXED, decorated
 from sandbox_service.evaluation import evaluate
-from sandbox_service.options import EvalOptions, Policy
 from sandbox_service.results import Status
 
-CORPUS = Path(__file__).resolve().parent.parent / "corpus"
-MATMUL = (CORPUS / "problems" / "matmul.py").read_text()
 
 
 # FINDING relaxed-policy-heavy-op-variants
@@ -47,8 +43,7 @@ def test_a_matmul_done_by_torch_s_in_place_addmm_is_not_ok_under_the_relaxed_pol
     source = decorated("""
         out = torch.zeros(a.shape[0], b.shape[1], device=a.device, dtype=a.dtype)
         out.addmm_(a, b)""")
-    options = EvalOptions(trials=2, timeout_s=60, memory_limit_mb=4096, policy=Policy.RELAXED)
-    result = evaluate(MATMUL, source, options, cpu_lane)
+    result = evaluate(MATMUL, source, RELAXED, cpu_lane)
     assert result.status != Status.OK, (
         f"a matmul computed by torch's addmm_ (a heavy operator's in-place variant, not in HEAVY_OPS) with one "
         f"decorative kernel came back {result.status.value} under the relaxed policy "

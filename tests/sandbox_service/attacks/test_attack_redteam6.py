@@ -58,19 +58,16 @@ from __future__ import annotations
 
 import types
 import warnings
-from pathlib import Path
 
 import pytest
 import torch
 
 from complex_support import REAL_PART_ONLY, polar_reference
-from relaxed_support import decorated
+from relaxed_support import MATMUL, RELAXED, decorated
 from sandbox_service.evaluation import evaluate
-from sandbox_service.options import EvalOptions, Policy
+from sandbox_service.options import EvalOptions
 from sandbox_service.results import Status
 
-CORPUS = Path(__file__).resolve().parent.parent / "corpus"
-MATMUL = (CORPUS / "problems" / "matmul.py").read_text()
 
 
 # -- complex outputs ------------------------------------------------------------------------------------------------
@@ -124,8 +121,7 @@ def test_a_matmul_done_by_torch_through_unlisted_operators_is_not_ok_under_the_r
     launches one kernel that loads and stores the result unchanged. The relaxed policy allows light glue
     compute, never the heavy lifting the kernel is for: the verdict must not be `ok` (got `ok`)."""
     source = decorated(MATMUL_BY_LIGHT_OPS[how])
-    options = EvalOptions(trials=2, timeout_s=60, memory_limit_mb=4096, policy=Policy.RELAXED)
-    result = evaluate(MATMUL, source, options, cpu_lane)
+    result = evaluate(MATMUL, source, RELAXED, cpu_lane)
     assert result.status != Status.OK, (
         f"a matmul computed by torch ({how}) with one decorative kernel came back {result.status.value} under the "
         f"relaxed policy (violations {[v.rule for v in result.violations]})")

@@ -46,20 +46,17 @@ Ideas that failed (no test):
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 import torch
 
 from complex_support import REAL_PART_ONLY, polar_reference
-from relaxed_support import decorated
+from relaxed_support import MATMUL, RELAXED, decorated
 from timing_support import time_with
 from sandbox_service.evaluation import evaluate
-from sandbox_service.options import EvalOptions, Policy
+from sandbox_service.options import EvalOptions
 from sandbox_service.results import Status
 
-CORPUS = Path(__file__).resolve().parent.parent / "corpus"
-MATMUL = (CORPUS / "problems" / "matmul.py").read_text()
 
 
 # -- the relaxed policy's size bound --------------------------------------------------------------------------------
@@ -87,8 +84,7 @@ def test_a_matmul_by_torch_under_the_size_bound_is_not_ok_under_the_relaxed_poli
     step); then one kernel loads and stores the result unchanged.
     Expected: not `ok` (heavy work done by torch); got `ok`."""
     source = decorated(MATMUL_UNDER_THE_BOUND[how])
-    options = EvalOptions(trials=2, timeout_s=60, memory_limit_mb=4096, policy=Policy.RELAXED)
-    result = evaluate(MATMUL, source, options, cpu_lane)
+    result = evaluate(MATMUL, source, RELAXED, cpu_lane)
     assert result.status != Status.OK, (
         f"a matmul computed by torch ({how}) with one decorative kernel came back {result.status.value} under the "
         f"relaxed policy (violations {[v.rule for v in result.violations]})")

@@ -14,20 +14,14 @@ Each test asserts the secure behaviour, so each FAILS while its flaw is there (C
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 
-from relaxed_support import decorated
+from relaxed_support import MATMUL, RELAXED, SOFTMAX, decorated
 from sandbox_service.evaluation import evaluate
-from sandbox_service.options import EvalOptions, Policy
 from sandbox_service.results import Status
 
-CORPUS = Path(__file__).resolve().parent.parent / "corpus"
-MATMUL = (CORPUS / "problems" / "matmul.py").read_text()
-SOFTMAX = (CORPUS / "problems" / "softmax.py").read_text()
 
-OPTIONS = dict(trials=2, timeout_s=60, memory_limit_mb=4096, policy=Policy.RELAXED)
 
 
 # FINDING cdist-redispatches-to-euclidean-dist
@@ -38,7 +32,7 @@ def test_a_matmul_through_cdist_is_not_ok_under_the_relaxed_policy(cpu_lane):
     source = decorated('''
         d = torch.cdist(a, b.t())
         out = (a.pow(2).sum(1, keepdim=True) + b.pow(2).sum(0, keepdim=True) - d * d) / 2''')
-    result = evaluate(MATMUL, source, EvalOptions(**OPTIONS), cpu_lane)
+    result = evaluate(MATMUL, source, RELAXED, cpu_lane)
     assert result.status != Status.OK, (
         f"a matmul by torch.cdist with one decorative kernel came back {result.status.value} under relaxed "
         f"(violations {[v.rule for v in result.violations]})")
@@ -57,7 +51,7 @@ SOFTMAX_CANDIDATE = decorated("""
 def test_a_softmax_by_elementwise_torch_is_not_ok_under_the_relaxed_policy(cpu_lane):
     """The softmax problem under relaxed: forward computes softmax with amax, sub, exp, sum and div (about 3x
     the input's elements in all, within both bounds), then one decorative kernel. Expected: not `ok`; got `ok`."""
-    result = evaluate(SOFTMAX, SOFTMAX_CANDIDATE, EvalOptions(**OPTIONS), cpu_lane)
+    result = evaluate(SOFTMAX, SOFTMAX_CANDIDATE, RELAXED, cpu_lane)
     assert result.status != Status.OK, (
         f"a softmax by torch with one decorative kernel came back {result.status.value} under relaxed "
         f"(violations {[v.rule for v in result.violations]})")
