@@ -24,7 +24,7 @@ import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from sandbox_service.interface.program import check_program
@@ -61,9 +61,12 @@ _TRACER_MESSAGES = frozenset({"program", "unsupported", "rejected", "compile_err
 OUTSIDE_FLOOR = 0.5
 # Timed batches at most per evaluation: a second one only when the server's clock made the floor bind.
 TIMING_ATTEMPTS = 2
-# Timed runs whose outputs the judge checks (secret positions, inputs the judge knows): a kernel that skips a
-# share p of the runs passes with probability (1 - p)^TIMING_CHECKS (half the runs: 1 in 8).
-TIMING_CHECKS = 3
+# The judge checks timed runs' outputs (inputs it knows): each run is checked on its own, with probability
+# EXPECTED_TIMING_CHECKS / runs, in secret. A kernel that skips a share s of the runs passes with probability
+# about exp(-EXPECTED_TIMING_CHECKS * s) (half the runs: 1 in 12; all: 1 in 150), and seeing which runs were
+# checked (a longer gap after them) tells it nothing of the runs to come. At most MAX_TIMING_CHECKS a batch.
+EXPECTED_TIMING_CHECKS = 5
+MAX_TIMING_CHECKS = schema.MAX_TIMING_CHECKS
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,13 +91,20 @@ def fresh_trial_seeds(sets: int, trials: int) -> list[list[int]]:
     return [[chooser.randrange(1, 2**31 - 1) for _ in range(trials)] for _ in range(sets)]
 
 
-def timing_order(runs: int, checks: int) -> dict:
-    """A timing's secrets, new to each one: the seed of its runs' inputs, which runs the judge checks and
-    their seeds. Nothing in them repeats between evaluations, so no memory of an earlier one finds a check."""
+def timing_order(runs: int, expected_checks: float) -> dict:
+    """A timing's secrets, new to each one: the seed of its runs' inputs, which runs the judge checks (each one
+    on its own, `expected_checks` of them on average; in the order they run) and their seeds. Nothing in them
+    repeats between evaluations, so no memory of an earlier one finds a check; and as each run is drawn alone,
+    the checks a kernel has seen pass say nothing of those to come (with a fixed number, the last one seen
+    would free every later run: red team 4). Beyond MAX_TIMING_CHECKS (once in about 10^6 batches of 100
+    runs), a random MAX_TIMING_CHECKS of them are kept."""
     chooser = secrets.SystemRandom()
-    return {"type": "time", "run_seed": chooser.randrange(1, 2**31 - 1),
-            "checked_runs": chooser.sample(range(runs), checks),
-            "check_seeds": [chooser.randrange(1, 2**31 - 1) for _ in range(checks)],
+    rate = min(1.0, expected_checks / max(1, runs))
+    checked = [run for run in range(runs) if chooser.random() < rate]
+    if len(checked) > MAX_TIMING_CHECKS:
+        checked = sorted(chooser.sample(checked, MAX_TIMING_CHECKS))
+    return {"type": "time", "run_seed": chooser.randrange(1, 2**31 - 1), "checked_runs": checked,
+            "check_seeds": [chooser.randrange(1, 2**31 - 1) for _ in checked],
             "sample_seed": chooser.randrange(1, 2**63)}
 STOP_WAIT_S = 5.0  # for a released executor's last message
 
@@ -229,6 +239,16 @@ class JudgeLink:
                 raise _Finish(Status.REFERENCE_ERROR, f"the reference {what} while being prepared: {exc.cause}") from None
         return answer
 
+    def _compare_request(self, message: dict, outputs_dir: str, ipc_min_bytes: int | None, seed: int | None,
+                         sample_seed: int | None) -> dict:
+        request = {"op": "compare", "key": self.problem.key, "set": message["set"], "trial": message["trial"],
+                   "handover": message["handover"], "outputs_dir": outputs_dir, "ipc_min_bytes": ipc_min_bytes}
+        if seed is not None:
+            request["seed"] = seed
+        if sample_seed is not None:
+            request["sample_seed"] = sample_seed
+        return request
+
     def compare(self, message: dict, outputs_dir: str, ipc_min_bytes: int | None, seed: int | None = None,
                 sample_seed: int | None = None) -> dict:
         """The judge's reading of a trial's outputs. `message` was checked (messages.Schema); the request is
@@ -236,12 +256,7 @@ class JudgeLink:
         the hand-over against them again). `seed`: the trial's or timing check's, new to this evaluation, whose
         inputs and expected outputs the judge makes now; `sample_seed`: a timing check's, whose outputs are the
         sample it names (harness.sample_indices)."""
-        request = {"op": "compare", "key": self.problem.key, "set": message["set"], "trial": message["trial"],
-                   "handover": message["handover"], "outputs_dir": outputs_dir, "ipc_min_bytes": ipc_min_bytes}
-        if seed is not None:
-            request["seed"] = seed
-        if sample_seed is not None:
-            request["sample_seed"] = sample_seed
+        request = self._compare_request(message, outputs_dir, ipc_min_bytes, seed, sample_seed)
         for attempt in range(2):
             try:
                 answer = self._waiting_for_memory(lambda: self._call(request, COMPARE_TIMEOUT_S), "comparing with")
@@ -260,6 +275,26 @@ class JudgeLink:
                 raise _Finish(Status.INFRA_ERROR, "the judge lost this task while comparing")
             return answer
         raise _Finish(Status.INFRA_ERROR, "the judge failed twice while comparing")
+
+    def compare_together(self, items: list[tuple[dict, str, int | None, int | None, int | None]]) -> list[dict | None]:
+        """Several comparisons (compare's arguments each) in one turn of the judge: the gate and the judge are
+        taken once, not once per item (a pending timing goes first at every turn). An item whose answer is not
+        plainly `compared` or `malformed` (the judge failed, lost the task, ran out of memory) is answered None:
+        the caller then asks compare(), which handles those, for it alone."""
+        requests = [self._compare_request(*item) for item in items]
+        answers: list[dict | None] = []
+        started = time.monotonic()
+        try:
+            with self.lane.gate.shared(), self.service.lock:
+                for request in requests:
+                    answer = self.service.request(request, COMPARE_TIMEOUT_S)
+                    self.service_s += float(answer.get("duration_s", 0.0))
+                    answers.append(answer if answer.get("type") in ("compared", "malformed") else None)
+        except ServiceFailure:
+            pass  # the rest are asked one by one, where a restarted judge is prepared again
+        finally:
+            self.wall_s += time.monotonic() - started
+        return answers + [None] * (len(items) - len(answers))
 
     def _prepare_and_compare(self, request: dict) -> dict:
         """Prepare again and compare with the judge held throughout, so that nothing evicts the task between."""
@@ -462,9 +497,10 @@ class _Evaluation:
         self.sources = {"reference.py": reference_source, "candidate.py": code}
         self.folder = Path()  # the candidate process's own folder, once it has one (_with_candidate)
         self.outputs_dir = ""  # its outputs folder, inside that one (resolved: messages.check_output_path)
-        # The executor design has the judge check TIMING_CHECKS timed runs' outputs, on seeds new to each timing.
+        # The executor design has the judge check timed runs' outputs (timing_order), on seeds new to each timing:
+        # this many on average, and at most MAX_TIMING_CHECKS a batch.
         timed_by_executor = lane.executor_design and options.time and lane.backend == "cuda"
-        self.timing_checks = min(TIMING_CHECKS, options.timing_runs) if timed_by_executor else 0
+        self.timing_checks = EXPECTED_TIMING_CHECKS if timed_by_executor else 0
         self.problem = ProblemRef.create(reference_source, input_sets, options, lane.trial_key)
         # This evaluation's IPC threshold (None: files only). A failed IPC hand-over changes it for this
         # evaluation alone; a malformed one is the candidate's cheat. The lane's setting is never changed here.
@@ -724,9 +760,9 @@ class _Evaluation:
         self.outputs_dir = os.path.realpath(outputs)
         job = {**self._job(), "program": program, "folder": str(self.folder),
                "constants_path": str(self.folder / CONSTANTS_FILE), "trial_key": self.lane.trial_key,
-               "trial_seeds": self.trial_seeds, "timing_checks": self.timing_checks}
+               "trial_seeds": self.trial_seeds, "max_timing_checks": MAX_TIMING_CHECKS if self.timing_checks else 0}
         check = schema.Schema(len(self.problem.input_sets) + 1, self.options.trials, self.outputs_dir,
-                              self.ipc_min_bytes, timing_checks=self.timing_checks).check
+                              self.ipc_min_bytes, timing_checks=MAX_TIMING_CHECKS if self.timing_checks else 0).check
         executor.receiver.max_bytes = CANDIDATE_FRAME_BYTES
         nonce = secrets.token_hex(16)
         # Closed once the executor is released or discarded (run): its last message is read on this stream.
@@ -1003,7 +1039,7 @@ class _Evaluation:
         figure is checked from outside: the server times, on its own clock, the same batch of runs and (once per
         lane, task and batch length) the batch with nothing in it (flushes, synchronisations, input generation,
         copies). The candidate's time is never below OUTSIDE_FLOOR of what that difference leaves per run. Every
-        timed run has fresh inputs, and TIMING_CHECKS of them, chosen in secret, are the judge's timing checks
+        timed run has fresh inputs, and some of them, chosen in secret, are the judge's timing checks
         (_timing_check). The server's clock is coarse: a batch it saw as slow (the floor binding) is timed once
         more, with new secrets, and the floor takes the lower of the two clocks; the executor's figure stays the
         first batch's, so a kernel that makes the floor bind on purpose draws no second figure of its own (red
@@ -1051,31 +1087,49 @@ class _Evaluation:
             held_s = time.monotonic() - started
         log.debug("timing: waited %.1f ms for the GPU, held it %.1f ms (batch %.1f ms, empty batch %.1f ms)",
                   (started - waited) * 1e3, held_s * 1e3, batch_s * 1e3, empty_s * 1e3)
-        for check, (run, seed) in enumerate(zip(order["checked_runs"], order["check_seeds"])):
-            # the judge's comparisons share the GPU: after the hold. The run's call follows the warm-up's.
+        # The judge's comparisons share the GPU: after the hold, the hand-overs by file in one turn of the judge
+        # (one wait for the gate, not one per check). A run's call follows the warm-up's.
+        together = []
+        for message, seed, run in zip(self._check_outputs(messages, deadline, len(order["checked_runs"])),
+                                      order["check_seeds"], order["checked_runs"]):
             sample_seed = harness.call_sample_seed(order["sample_seed"], self.options.warmup_runs + run)
-            self._timing_check(messages, deadline, check, seed, sample_seed)
+            if message["handover"]["kind"] == schema.FILE:
+                together.append((message, seed, sample_seed))
+            else:  # by IPC: the executor sends the next hand-over once this one is answered
+                self._timing_check(message, seed, sample_seed, None)
+        answers = self.judge.compare_together([(message, self.outputs_dir, self.ipc_min_bytes, seed, sample_seed)
+                                               for message, seed, sample_seed in together]) if together else []
+        for (message, seed, sample_seed), answer in zip(together, answers):
+            self._timing_check(message, seed, sample_seed, answer)
         calls = self.options.warmup_runs + self.options.timing_runs
         return _TimedAttempt(candidate, reference, max(0.0, batch_s - empty_s) / max(1, calls) * 1e6)
 
-    def _timing_check(self, messages: MessageStream, deadline: Deadline, check: int, seed: int,
-                      sample_seed: int) -> None:
-        """The outputs of checked run `check` (chosen in secret, on inputs the judge knows): work skipped in the
-        timed runs shows here; a kernel skipping a share p of the runs passes all TIMING_CHECKS checks with
-        probability (1 - p)^TIMING_CHECKS. Outputs that differ are `incorrect` (they may be an honest kernel's
-        numerical edge)."""
-        while True:
-            try:
-                message = messages.next(deadline, self.cancel)
-            except TimeoutError:
-                raise _Finish(Status.TIMEOUT, "the executor did not hand over the timed run's outputs") from None
-            kind = message["type"]
-            self._expect(kind, {"trial_outputs"}, message, timing_check=check)
-            self.seen[kind] = message
-            self._failure(kind, message)
-            if kind == "trial_outputs":
-                break
-        answer = self.judge.compare(message, self.outputs_dir, self.ipc_min_bytes, seed=seed, sample_seed=sample_seed)
+    def _check_outputs(self, messages: MessageStream, deadline: Deadline, checks: int) -> Iterator[dict]:
+        """The executor's hand-overs of the checked runs' outputs, in order (each read when the caller wants
+        the next: one by IPC is sent only once the last one was answered)."""
+        for check in range(checks):
+            while True:
+                try:
+                    message = messages.next(deadline, self.cancel)
+                except TimeoutError:
+                    raise _Finish(Status.TIMEOUT, "the executor did not hand over the timed run's outputs") from None
+                kind = message["type"]
+                self._expect(kind, {"trial_outputs"}, message, timing_check=check)
+                self.seen[kind] = message
+                self._failure(kind, message)
+                if kind == "trial_outputs":
+                    yield message
+                    break
+
+    def _timing_check(self, message: dict, seed: int, sample_seed: int, answer: dict | None) -> None:
+        """The outputs of a checked run (chosen in secret, on inputs the judge knows): work skipped in the
+        timed runs shows here; a kernel skipping a share s of the runs passes every check with probability
+        about exp(-EXPECTED_TIMING_CHECKS * s) (timing_order). Outputs that differ are `incorrect` (they may be
+        an honest kernel's numerical edge). `answer`: the judge's, when it compared them together with the
+        others (JudgeLink.compare_together); None: compared now."""
+        if answer is None:
+            answer = self.judge.compare(message, self.outputs_dir, self.ipc_min_bytes, seed=seed,
+                                        sample_seed=sample_seed)
         if answer.get("type") == "malformed":
             raise self._tampering(str(answer.get("rule") or schema.HANDOVER_RULE), str(answer.get("error", "")))
         if answer.get("type") != "compared":

@@ -290,35 +290,33 @@ def timing_inputs(job: dict, reference, run_seed: int, device: torch.device) -> 
 def _time_checked(job: dict, emit: Emit, control: Receiver, replay, inputs: TimingInputs,
                   checks: list[tuple[int, int]], calibrate: bool, copy_bytes: int = 0, sample_seed: int = 0) -> None:
     """Time the replay on fresh inputs for every run (a kernel cannot serve a run from a cache keyed by its
-    inputs); `checks` are the server's secret (run, seed) pairs: those runs' inputs are made from the seeds
-    the judge will compare their outputs against afterwards, so a kernel that skips work in some runs is
-    caught as often as it skips.
+    inputs); `checks` are the server's secret (run, seed) pairs: those runs' inputs
+    are made from the seeds the judge will compare their outputs against afterwards, so a kernel that skips work
+    in some runs is caught as often as it skips.
 
-    After every call, checked or not, a sample of its outputs (harness.sample_indices: drawn on the host from
-    `sample_seed`, new to each call, once the call's kernels are done) is copied into host buffers made once
-    for the batch: a checked run's copy is kept, the others are overwritten. The buffers are ordinary
-    (pageable) host memory, because a kernel can read and write any device memory of the context (and pinned
-    host memory): copies kept there would tell it which runs were checked and let a later run repair them
-    (red team 5); pageable memory is out of its reach (not on machines with HMM or ATS: docs/security.md).
-    A sample, because copying a whole output to pageable memory after every run cost 1.5 ms for 16 MB; a
-    skipped run is wrong in nearly every element. The same work and no new buffer after every run, checked
-    or not: neither the gaps between runs (a kernel can read the GPU's clock) nor the allocator's addresses
-    say which runs are checked. `calibrate`: the same batch with nothing run (what the server's clock
-    subtracts), sampling an output of `copy_bytes` (the task's largest, the server's figure) after every call
-    as the timed batch does."""
+    After a checked run, once its kernels are done, a sample of its outputs (harness.sample_indices: drawn on the
+    host from `sample_seed`, new to each call) is copied into ordinary (pageable) host memory and kept: a kernel
+    can read and write any device memory of the context (and pinned host memory), so copies kept there would
+    let a later run repair them (red team 5); pageable memory is out of its reach (not on machines with HMM or
+    ATS: docs/security.md). A sample, because a whole RL-sized output took 1.5 ms a run to copy there; a skipped
+    run is wrong in nearly every element. The copy makes the gap after a checked run longer, which a kernel can
+    see (it can read the GPU's clock); each run is checked on its own (evaluation.timing_order), so the checks it
+    has seen say nothing of the runs to come. The device allocations are the same whichever runs are checked.
+    `calibrate`: the same batch with nothing run (what the server's clock subtracts), copying a sample of an
+    output of `copy_bytes` (the task's largest, the server's figure) after the order's checked runs, as many as
+    a timed batch copies on average."""
     trials = job["trials"]
     checked_runs = [int(run) for run, _ in checks]
-    if len(checks) != job["timing_checks"] or len(set(checked_runs)) != len(checks) or \
+    if len(checks) > job["max_timing_checks"] or len(set(checked_runs)) != len(checks) or \
             not all(0 <= run < job["timing_runs"] for run in checked_runs):
-        raise ChannelClosed(f"a timing order with checked runs {checked_runs!r} where {job['timing_checks']} "
-                            "distinct ones were due")
+        raise ChannelClosed(f"a timing order with checked runs {checked_runs!r} where at most "
+                            f"{job['max_timing_checks']} distinct ones were due")
     if not calibrate:
         for run, seed in checks:
             inputs.replace_seed(int(run), int(seed))
     warmup = job["warmup_runs"]
-    sample_seeds = [harness.call_sample_seed(sample_seed, call) for call in range(warmup + job["timing_runs"])]
-    last: dict = {}  # the last call's outputs, its number and whether it was timed
-    spare: list[list[torch.Tensor]] = []  # host copy buffers: one in use, one per check still to come
+    checked = set(checked_runs)
+    last: dict = {}  # the last call's outputs and its number
     kept: dict[int, list[torch.Tensor]] = {}
     calls = [0]
     dummy = [torch.empty(max(1, copy_bytes // 4), dtype=torch.float32, device=inputs.device)] if calibrate else None
@@ -326,20 +324,15 @@ def _time_checked(job: dict, emit: Emit, control: Receiver, replay, inputs: Timi
     def copy_last() -> None:
         if "outputs" not in last:
             return
-        outputs, call, timed = last.pop("outputs"), last.pop("call"), last.pop("timed")
+        outputs, call = last.pop("outputs"), last.pop("call")
+        run = call - warmup - 1
+        if run not in checked:
+            return
         harness.synchronize(inputs.device)  # the call's kernels are done before its sample is drawn (red team 6)
         flat = [t.reshape(-1) for t in outputs]
-        picked = harness.sample_indices([t.numel() for t in flat], sample_seeds[call - 1])
-        samples = [t[i.to(t.device)] for t, i in zip(flat, picked)]
-        if not spare:  # made once, at the first copy (after the warm-up), the same in every batch; zeroed, so
-            # every page is touched now: the first copy into a buffer a check's kept copy left would otherwise
-            # take longer (page faults), a gap after each checked run that the GPU's clock shows
-            spare.extend([torch.zeros_like(t, device="cpu") for t in samples] for _ in range(len(checks) + 1))
-        for buffer, t in zip(spare[-1], samples):
-            buffer.copy_(t)
-        run = call - warmup - 1
-        if timed and run in checked_runs and run not in kept and not calibrate:
-            kept[run] = spare.pop()
+        picked = harness.sample_indices([t.numel() for t in flat],
+                                        harness.call_sample_seed(sample_seed, call - 1))
+        kept[run] = [t[i.to(t.device)].to("cpu") for t, i in zip(flat, picked)]
 
     def before_run(index: int) -> None:
         copy_last()
@@ -350,7 +343,7 @@ def _time_checked(job: dict, emit: Emit, control: Receiver, replay, inputs: Timi
         last.clear()  # warm-up calls follow one another: the last one's outputs go before this one's are made
         calls[0] += 1
         outputs = dummy if calibrate else replay.run(current["inputs"])
-        last.update(outputs=outputs, call=calls[0], timed=calls[0] > warmup)
+        last.update(outputs=outputs, call=calls[0])
 
     current: dict = {}
     if calibrate:

@@ -36,7 +36,6 @@ from sandbox_service.worker import handover, harness, messages, protocol
 
 CACHE_BYTES = {"cuda": 4 << 30, "interpreter": 1 << 30}
 MAX_PROBLEMS = 64
-MAX_TIMING_CHECKS = 16  # timing checks an evaluation may hand over beyond its trials
 RESERVED_LIMIT_BYTES = 2 << 30
 # An outputs file may be this many times the reference's outputs (a wrong dtype) plus headers; larger is not
 # read at all (incorrect).
@@ -183,7 +182,7 @@ class Judge:
             return {"type": "unknown_problem"}
         set_index, trial, seed = request["set"], request["trial"], request.get("seed")
         # A timing check (`seed`: new to the evaluation) is handed over as a trial after the prepared ones.
-        trials = len(problem.seeds) + (MAX_TIMING_CHECKS if seed is not None else 0)
+        trials = len(problem.seeds) + (messages.MAX_TIMING_CHECKS if seed is not None else 0)
         if (type(set_index) is not int or type(trial) is not int or not 0 <= set_index < len(problem.sets)
                 or not 0 <= trial < trials or (seed is not None and (type(seed) is not int or not 0 < seed < 2**31))):
             return _malformed(f"no input set {set_index!r} trial {trial!r} in this task")

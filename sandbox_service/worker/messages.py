@@ -38,6 +38,7 @@ MAX_TEXT = 1 << 20  # an error message, a phase
 MAX_BUILD_SOURCE = 1 << 20  # a C launcher's source (the builder's own limit)
 MAX_PTX = 3 << 20  # a kernel's PTX: within one candidate frame (CANDIDATE_FRAME_BYTES, 4 MB)
 MAX_BUILD_LIST = 64
+MAX_TIMING_CHECKS = 16  # timed runs' outputs one timed batch may hand over beyond the trials (evaluation.timing_order)
 MAX_PATH_TEXT = 4096
 MAX_FINGERPRINT = 128
 MAX_VIOLATIONS = 256

@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import types
 
-from sandbox_service.evaluation import TIMING_CHECKS, _Evaluation
+from sandbox_service.evaluation import EXPECTED_TIMING_CHECKS, _Evaluation
 from sandbox_service.options import EvalOptions
 from sandbox_service.results import EvalResult, Status, TimingStats
 
@@ -26,7 +26,7 @@ def time_with(batches: list[tuple[float, float]]) -> tuple[EvalResult, int]:
     reference = TimingStats(REFERENCE_US, REFERENCE_US, 0.0, REFERENCE_US, REFERENCE_US, 100)
     evaluation = types.SimpleNamespace(
         lane=lane, options=options, child=None, result=EvalResult(Status.INFRA_ERROR), seen={},
-        problem=types.SimpleNamespace(key="task"), timing_checks=TIMING_CHECKS,
+        problem=types.SimpleNamespace(key="task"), timing_checks=EXPECTED_TIMING_CHECKS,
         judge=types.SimpleNamespace(prepared={"output_bytes": 1 << 20},
                                     time_reference=lambda method, fresh_inputs: reference))
 
@@ -40,7 +40,7 @@ def time_with(batches: list[tuple[float, float]]) -> tuple[EvalResult, int]:
         return calls * (CALLS_S + outside_us * 1e-6)
 
     evaluation._timed_order = timed_order
-    evaluation._timing_check = lambda messages, deadline, check, seed, sample_seed: None
+    evaluation._check_outputs = lambda messages, deadline, checks: iter(())  # no hand-overs: no checks
     evaluation._timed_attempt = lambda messages, deadline, job: _Evaluation._timed_attempt(
         evaluation, messages, deadline, job)
     _Evaluation._time(evaluation, None, types.SimpleNamespace(extend=lambda s: None), {})

@@ -59,7 +59,7 @@ import torch
 
 from attack_support import FAST, RELU, candidate, dedicated_lane
 from sandbox_service import timing
-from sandbox_service.evaluation import TIMING_CHECKS, evaluate
+from sandbox_service.evaluation import evaluate
 from sandbox_service.executor import runner
 from sandbox_service.executor.replay import Replay
 from sandbox_service.executor.runner import TimingInputs
@@ -100,7 +100,8 @@ def _launch(kernel: str, args: list, grid: int, **kwargs) -> dict:
 
 
 X, STATE, OUT = {"ref": 0}, {"ref": 1}, {"ref": 2}
-CHECK_SEEDS = [424242, 424243, 424244][:TIMING_CHECKS]  # the server's seeds for the checks (timing_order draws new ones)
+CHECKS = 3  # this file's timing orders check three runs (timing_order draws how many, about five)
+CHECK_SEEDS = [424242, 424243, 424244]  # the server's seeds for the checks (timing_order draws new ones)
 SAMPLE_SEED = 616161  # the server's seed of the elements the checks compare (timing_order draws a new one)
 TRIAL_SEEDS = [515151, 515152, 515153]  # the server's seeds for the trials (fresh_trial_seeds draws new ones)
 EMPTY_LIKE = {"op": "aten.empty_like.default", "args": [X], "kwargs": {}, "out": OUT}
@@ -159,7 +160,7 @@ def _executor_job(tmp_path: Path, program: dict, state: torch.Tensor, trials: in
             "warmup_runs": 3, "timing_runs": 100, "ipc_min_bytes": None, "remote_build": False,
             "memory_limit_mb": 4096, "file_limit_mb": 65536, "cpu_limit_s": 600, "program": program,
             "folder": str(folder), "constants_path": str(folder / "constants.safetensors"), "trial_key": "lane-secret",
-            "trial_seeds": [TRIAL_SEEDS[:trials]], "timing_checks": TIMING_CHECKS}
+            "trial_seeds": [TRIAL_SEEDS[:trials]], "max_timing_checks": CHECKS}
 
 
 def _run_executor_job(tmp_path: Path, monkeypatch, checked_run: int, program: dict) -> dict:
@@ -212,13 +213,13 @@ def _run_executor_job(tmp_path: Path, monkeypatch, checked_run: int, program: di
         full = expected[trials + check].reshape(-1)
         expected[trials + check] = full[harness.sample_indices([full.numel()], sample_seed)[0]]
     judged = [torch.allclose(handed[(0, t)][0], expected[t])
-              for t in range(trials + TIMING_CHECKS)]  # the trials, then the timing checks (the server's seeds)
+              for t in range(trials + CHECKS)]  # the trials, then the timing checks (the server's seeds)
     return {"trials_pass": all(judged[:trials]), "check_passes": all(judged[trials:]), "timed_runs": timed_runs[3:]}
 
 
 def _checked(run: int) -> list[int]:
     """The secret checked runs of one order: `run` and others spread over the batch."""
-    return [run, (run + 31) % 100, (run + 67) % 100][:TIMING_CHECKS]
+    return [run, (run + 31) % 100, (run + 67) % 100]
 
 
 def _skips_and_passes(tmp_path: Path, monkeypatch, source: str, program: dict, checked_runs: tuple) -> list[str]:
@@ -246,7 +247,7 @@ def test_a_kernel_cannot_skip_the_timed_runs_and_still_pass_the_timing_check(int
     succeeded = _skips_and_passes(tmp_path, monkeypatch, SKIPPING, skipping_program(), tries)
     # A kernel that tells the checked runs apart passes every try. On the CPU the allocator's noise makes this
     # one compute about half the runs at random, and a random skipper passes the checks with probability
-    # (share computed)^TIMING_CHECKS (about 1 in 10 here): so some try may pass, but not every one.
+    # (share computed)^CHECKS (about 1 in 10 here): so some try may pass, but not every one.
     assert len(succeeded) < len(tries), ("a kernel that tells the checked runs apart by its inputs' address "
                                          "skips the others and passes: " + "; ".join(succeeded))
 
@@ -270,7 +271,7 @@ def test_the_checked_run_s_outputs_cannot_be_changed_by_the_runs_after_it(monkey
         def get_inputs():
             return [torch.randn(16, 256)]
 
-    job = {"timing_runs": 100, "warmup_runs": 3, "trial_key": "k", "timing_checks": 1, "trials": 2}
+    job = {"timing_runs": 100, "warmup_runs": 3, "trial_key": "k", "max_timing_checks": 1, "trials": 2}
     all_seeds = harness.trial_seeds(42, 3, "k")
     timed = runner.timing_inputs(job, Reference, 11, torch.device("cpu"))
     checked_run, calls = 42, []
@@ -330,7 +331,7 @@ def test_no_timed_run_s_inputs_exist_while_the_untimed_warm_up_runs(monkeypatch)
         def get_inputs():
             return [torch.randn(16, 256)]
 
-    job = {"timing_runs": 100, "warmup_runs": 3, "trial_key": "k", "timing_checks": 1, "trials": 2}
+    job = {"timing_runs": 100, "warmup_runs": 3, "trial_key": "k", "max_timing_checks": 1, "trials": 2}
     all_seeds = harness.trial_seeds(42, 3, "k")
     timed = runner.timing_inputs(job, Reference, 11, torch.device("cpu"))
     phase = {"warm-up": False}
@@ -373,7 +374,7 @@ def test_the_empty_batch_makes_no_more_inputs_than_the_timed_batch(interpreter, 
             cls.made += 1
             return [torch.randn(16, 256)]
 
-    job = {"timing_runs": 100, "warmup_runs": 3, "trial_key": "k", "timing_checks": 1, "trials": 2}
+    job = {"timing_runs": 100, "warmup_runs": 3, "trial_key": "k", "max_timing_checks": 1, "trials": 2}
     all_seeds = harness.trial_seeds(42, 3, "k")
     fake_replay = types.SimpleNamespace(run=lambda inputs: [inputs[0]])
     monkeypatch.setattr(runner, "hand_over", lambda *args, **kwargs: None)

@@ -227,10 +227,10 @@ def test_the_timing_check_s_inputs_are_new_in_every_evaluation():
         def get_inputs():
             return [torch.randn(8)]
 
-    job = {"timing_runs": 100, "warmup_runs": 3, "trial_key": "lane-secret", "timing_checks": 1, "trials": 5}
+    job = {"timing_runs": 100, "warmup_runs": 3, "trial_key": "lane-secret", "max_timing_checks": 1, "trials": 5}
 
     def evaluation() -> list[tuple]:
-        order = timing_order(job["timing_runs"], 3)
+        order = timing_order(job["timing_runs"], 5)
         timed = runner.timing_inputs(job, Reference, order["run_seed"], torch.device("cpu"))
         for run, seed in zip(order["checked_runs"], order["check_seeds"]):
             timed.replace_seed(run, seed)  # as _time_checked does with the order's checks

@@ -15,13 +15,14 @@ every run: Replay.run starts each run's environment from `self.constants`).
   therefore longer exactly after the checked ones (a device-to-host copy of the outputs: for MB-sized outputs,
   hundreds of microseconds against a gap that is otherwise the same every run). A kernel that stamps
   `globaltimer()` into a constant at the end of each forward and compares at the start of the next counts the
-  checks as they pass; once it has seen all TIMING_CHECKS of them, no later run can be checked, and it skips
+  checks as they pass; once it has seen all three of them, no later run can be checked, and it skips
   every remaining run without any risk. With 100 runs all three checks fall in the first half one time in
   eight (C(50,3)/C(100,3) = 0.12), and then more than half the runs are empty: the median is an empty kernel's,
   bounded only by the outside floor (about a quarter of the honest time), in a timing whose three checks all
-  passed. The empty batch (calibrate) copies too, so the server's clock is no help. Secure: what the executor
-  does between runs does not depend on which runs are checked (e.g. every run's outputs leave the GPU, or the
-  copies wait until the batch is over; only the checked ones are kept).
+  passed. The empty batch (calibrate) copies too, so the server's clock is no help. Secure: the checks seen
+  say nothing of the runs to come. Fixed first by copying every run's outputs (what the executor does between
+  runs did not depend on the checks), then, as that cost a third of the timed batch, by checking each run on its
+  own (evaluation.timing_order): a kernel may see the checks pass and learns nothing from them.
 - FINDING checked-run-zero-visible-in-warmup: the warm-up's calls are on run 0's inputs and, when run 0 is a
   checked run, `forward` stores each warm-up call's outputs in `held[0]`, so the next call (and the timed run 0)
   allocates its outputs while the previous call's are still alive: its output pointer moves from call to call
@@ -74,77 +75,53 @@ class Reference:
         return [torch.randn(64, 64)]
 
 
-def _time_on_the_cpu(events: list):
-    """timing.time_cuda's calls in its order, without CUDA; each timed run's start is marked in `events`."""
-
-    def time_cuda(fn, *, warmup, runs, method, before_run=None):
-        from sandbox_service import timing
-
-        before_run(0)
-        for _ in range(warmup):
-            events.append(("warmup",))
-            fn()
-        for i in range(runs):
-            before_run(i)
-            events.append(("run", i))  # where the CUDA event would be recorded: the kernel's first instant
-            fn()
-        return timing.summarize([1.0] * runs, method)
-
-    return time_cuda
-
-
-def _batch(monkeypatch, checks: list[tuple[int, int]], replay_run, runs: int = 20) -> list:
-    """One timed batch of `_time_checked` with these (run, seed) checks; the executor's host copies and the runs'
-    starts, in order."""
+def _time_on_the_cpu(fn, *, warmup, runs, method, before_run=None):
+    """timing.time_cuda's calls in its order, without CUDA."""
     from sandbox_service import timing
 
-    events: list = []
-    real_to = torch.Tensor.to
+    before_run(0)
+    for _ in range(warmup):
+        fn()
+    for i in range(runs):
+        before_run(i)
+        fn()
+    return timing.summarize([1.0] * runs, method)
 
-    def to(self, *args, **kwargs):
-        if kwargs.get("copy") and args and str(args[0]) == "cpu":  # runner's to_host (inputs move without copy)
-            events.append(("to_host",))
-        return real_to(self, *args, **kwargs)
 
-    monkeypatch.setattr(torch.Tensor, "to", to)
-    monkeypatch.setattr(timing, "time_cuda", _time_on_the_cpu(events))
+def _batch(monkeypatch, checks: list[tuple[int, int]], replay_run, runs: int = 20) -> None:
+    """One timed batch of `_time_checked` with these (run, seed) checks."""
+    from sandbox_service import timing
+
+    monkeypatch.setattr(timing, "time_cuda", _time_on_the_cpu)
     monkeypatch.setattr(runner, "hand_over", lambda *args, **kwargs: None)
-    job = {"timing_runs": runs, "warmup_runs": 3, "trial_key": "lane-secret", "timing_checks": len(checks),
+    job = {"timing_runs": runs, "warmup_runs": 3, "trial_key": "lane-secret", "max_timing_checks": len(checks),
            "trials": 5}
     replay = types.SimpleNamespace(run=replay_run)
     runner._time_checked(job, lambda kind, **fields: None, None, replay,
                          runner.timing_inputs(job, Reference, 77, torch.device("cpu")), checks, calibrate=False)
     monkeypatch.undo()
-    return events
 
 
 # FINDING timing-checks-visible-between-runs
-def test_what_happens_between_timed_runs_does_not_give_the_checked_runs_away(monkeypatch):
-    """Two batches, the checks at other runs. Which gaps between runs hold a copy of outputs to the host (what a
-    kernel stamping globaltimer() into a constant sees as a longer gap) must not depend on where the checks are."""
+def test_the_checks_a_kernel_has_seen_pass_say_nothing_of_the_runs_to_come():
+    """A kernel can tell which runs were checked (the sample copied after a checked run makes the next gap
+    longer, and it can read the GPU's clock). That must not tell it which later runs are safe to skip: over many
+    of the server's timing orders, a run that comes after three checks already seen is checked as often as any
+    run (with a fixed number of checks, three seen would free every later run)."""
+    from sandbox_service.evaluation import EXPECTED_TIMING_CHECKS, timing_order
 
-    def copies_before(events: list) -> list[int]:
-        """The timed runs whose start follows a host copy since the last run started."""
-        found, copied = [], False
-        for event in events:
-            if event[0] == "to_host":
-                copied = True
-            elif event[0] == "run":
-                if copied:
-                    found.append(event[1])
-                copied = False
-        return found
-
-    def replay_run(inputs):
-        return [inputs[0] * 2]
-
-    first = copies_before(_batch(monkeypatch, [(3, 1001), (9, 1002), (15, 1003)], replay_run))
-    second = copies_before(_batch(monkeypatch, [(5, 2001), (11, 2002), (17, 2003)], replay_run))
-    assert first == second, (
-        f"the executor copies outputs to the host before timed runs {first} when runs 3, 9, 15 are checked and "
-        f"before {second} when 5, 11, 17 are: the gap after a checked run is longer (a device-to-host copy), so a "
-        "kernel timing the gaps (globaltimer, state kept in a constant) counts the checks as they pass and skips "
-        "every run after the last one without risk")
+    runs, orders = 100, 4000
+    later_runs = later_checked = 0
+    for _ in range(orders):
+        checked = sorted(timing_order(runs, EXPECTED_TIMING_CHECKS)["checked_runs"])
+        if len(checked) >= 3:
+            later_runs += runs - checked[2] - 1
+            later_checked += len(checked) - 3
+    rate = EXPECTED_TIMING_CHECKS / runs
+    assert later_runs > 10000
+    assert abs(later_checked / later_runs - rate) < 0.25 * rate, (
+        f"runs after the third check seen are checked at {later_checked / later_runs:.4f}, where every run is "
+        f"checked at {rate:.4f}: a kernel counting the checks as they pass skips the later runs at less risk")
 
 
 # FINDING checked-run-zero-visible-in-warmup
@@ -186,7 +163,7 @@ CLAIMED_US = 1.0  # what the executor's CUDA events say (kernels in its context 
 def _timed_evaluation(lane, timing_runs: int):
     """`_Evaluation._time` of one evaluation of the same task on `lane`, with stand-ins whose server-clock
     figures are the batch's calls times the costs above; returns its result."""
-    from sandbox_service.evaluation import TIMING_CHECKS, _Evaluation
+    from sandbox_service.evaluation import EXPECTED_TIMING_CHECKS, _Evaluation
     from sandbox_service.options import EvalOptions
     from sandbox_service.results import EvalResult, Status, TimingStats
 
@@ -195,7 +172,7 @@ def _timed_evaluation(lane, timing_runs: int):
     stats = TimingStats(CLAIMED_US, CLAIMED_US, 0.0, CLAIMED_US, CLAIMED_US, timing_runs)
     evaluation = types.SimpleNamespace(
         lane=lane, options=options, child=None, result=EvalResult(Status.INFRA_ERROR), seen={},
-        problem=types.SimpleNamespace(key="one-task"), timing_checks=min(TIMING_CHECKS, timing_runs),
+        problem=types.SimpleNamespace(key="one-task"), timing_checks=EXPECTED_TIMING_CHECKS,
         judge=types.SimpleNamespace(prepared={"output_bytes": 1 << 20},
                                     time_reference=lambda method, fresh_inputs=False: TimingStats(500.0, 500.0, 0.0, 500.0, 500.0, 100)),
     )
@@ -207,7 +184,7 @@ def _timed_evaluation(lane, timing_runs: int):
         return calls * (OVERHEAD_S + KERNEL_S)
 
     evaluation._timed_order = timed_order
-    evaluation._timing_check = lambda messages, deadline, check, seed, sample_seed: None
+    evaluation._check_outputs = lambda messages, deadline, checks: iter(())  # no hand-overs: no checks
     evaluation._timed_attempt = lambda messages, deadline, job: _Evaluation._timed_attempt(
         evaluation, messages, deadline, job)
     _Evaluation._time(evaluation, None, types.SimpleNamespace(extend=lambda s: None), {})

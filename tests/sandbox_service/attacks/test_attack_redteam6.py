@@ -184,7 +184,7 @@ def _timed_batch_events(monkeypatch, runs: int = 8, warmup: int = 3) -> list[tup
         events.append(("forward",))  # launches enqueued; on a GPU the kernels run on from here
         return [out]
 
-    job = {"timing_runs": runs, "warmup_runs": warmup, "trial_key": "lane-secret", "timing_checks": 3, "trials": 2}
+    job = {"timing_runs": runs, "warmup_runs": warmup, "trial_key": "lane-secret", "max_timing_checks": 3, "trials": 2}
     runner._time_checked(job, lambda kind, **fields: None, None, types.SimpleNamespace(run=replay_run),
                          runner.timing_inputs(job, Reference, 77, torch.device("cpu")), [(1, 11), (4, 12), (6, 13)],
                          calibrate=False, sample_seed=99)

@@ -26,7 +26,7 @@ pipeline on the interpreter lane, or `_Evaluation._time` with stand-ins as test_
   verdict is the second batch's figure: best of two draws at its choice, an option honest kernels do not get.
 
 Ideas that failed (no test):
-- skipping work in one of the two batches: each `_timed_attempt` runs its own TIMING_CHECKS checks on its own new
+- skipping work in one of the two batches: each `_timed_attempt` runs its own checks on its own new
   secrets (checked runs, check seeds, sample seed) and a failed check ends the evaluation `incorrect` before any
   second batch; the runner makes `timing_inputs` anew per order, so no replaced seed of batch 1 survives into
   batch 2; a gamble in batch 2 has the same odds as a gamble in a single batch.

@@ -61,36 +61,46 @@ def _time_on_the_cpu(fn, *, warmup, runs, method, before_run=None):
     return timing.summarize([1.0] * runs, method)
 
 
-def test_the_empty_batch_copies_what_the_timed_batch_copies_between_runs(monkeypatch):
-    """After every call the timed batch copies the outputs into buffers of its own (inside the server's clock);
-    the empty batch the server subtracts copies the task's output size as often, or the difference would charge
-    those copies to the candidate's runs (the outside floor). Nothing goes to the host inside either batch."""
+def test_the_empty_batch_samples_its_checked_runs_as_the_timed_batch_does(monkeypatch):
+    """A timed batch samples the outputs of its checked runs only, each once its run is over (inside the
+    server's clock); the empty batch the server subtracts samples an output of the task's size after the runs
+    its own order checks, drawn the same way, or the difference would charge those copies to the candidate's
+    runs (the outside floor)."""
     import types
 
     from sandbox_service import timing
     from sandbox_service.executor import runner
 
-    copied: list[int] = []
-    real_copy = torch.Tensor.copy_
+    sampled: list[tuple[int, list[int]]] = []
+    real_sample = harness.sample_indices
+    runs_started: list[int] = []
 
-    def copy_(self, src, *args, **kwargs):
-        copied.append(src.numel() * src.element_size())
-        return real_copy(self, src, *args, **kwargs)
+    def sample_indices(numels, seed):
+        sampled.append((len(runs_started), numels))
+        return real_sample(numels, seed)
 
-    monkeypatch.setattr(torch.Tensor, "copy_", copy_)
+    real_make = runner.TimingInputs.__call__
+
+    def make(self, index):
+        runs_started.append(index)
+        return real_make(self, index)
+
+    monkeypatch.setattr(runner.TimingInputs, "__call__", make)
+    monkeypatch.setattr(harness, "sample_indices", sample_indices)
     monkeypatch.setattr(timing, "time_cuda", _time_on_the_cpu)
     monkeypatch.setattr(runner, "hand_over", lambda *args, **kwargs: None)
-    job = {"timing_runs": 20, "warmup_runs": 3, "trial_key": "k", "timing_checks": 1, "trials": 2}
+    job = {"timing_runs": 20, "warmup_runs": 3, "trial_key": "k", "max_timing_checks": 2, "trials": 2}
     replay = types.SimpleNamespace(run=lambda inputs: [inputs[0] * 2])
     output_bytes = 16 * 16 * 4
-    runner._time_checked(job, lambda kind, **fields: None, None, replay,
-                         runner.timing_inputs(job, Reference, 11, torch.device("cpu")), [(7, 1234)], calibrate=False)
-    timed = list(copied)
-    copied.clear()
-    runner._time_checked(job, lambda kind, **fields: None, None, replay,
-                         runner.timing_inputs(job, Reference, 12, torch.device("cpu")), [(3, 99)], calibrate=True,
-                         copy_bytes=output_bytes)
-    assert timed == copied == [output_bytes] * 21  # after the warm-up and after each of the 20 runs
+    for calibrate, seed in ((False, 11), (True, 12)):
+        sampled.clear()
+        runs_started.clear()
+        made = runner.timing_inputs(job, Reference, seed, torch.device("cpu"))
+        runner._time_checked(job, lambda kind, **fields: None, None, replay, made, [(7, 1234), (12, 99)],
+                             calibrate=calibrate, copy_bytes=output_bytes)
+        # inputs are made for run 0 (the warm-up's) and each run; run 7's sample is drawn before run 8's inputs
+        size = output_bytes // 4 if calibrate else 16 * 16
+        assert sampled == [(9, [size]), (14, [size])], sampled
 
 
 def test_several_checked_runs_are_handed_to_the_judge_in_order(monkeypatch):
@@ -106,7 +116,7 @@ def test_several_checked_runs_are_handed_to_the_judge_in_order(monkeypatch):
     monkeypatch.setattr(timing, "time_cuda", _time_on_the_cpu)
     monkeypatch.setattr(runner, "hand_over", lambda job, emit, control, tensors, set_index, trial, fingerprint:
                         handed.update({trial: tensors[0]}))
-    job = {"timing_runs": 20, "warmup_runs": 3, "trial_key": "k", "timing_checks": 3,
+    job = {"timing_runs": 20, "warmup_runs": 3, "trial_key": "k", "max_timing_checks": 3,
            "trials": 2}
     checks = [(15, 101), (3, 202), (9, 303)]
     replay = types.SimpleNamespace(run=lambda inputs: [inputs[0] * 2])
@@ -125,15 +135,17 @@ def test_a_timing_order_is_new_every_time():
     memory of an earlier evaluation finds the checked runs."""
     from sandbox_service.evaluation import timing_order
 
-    first, second = timing_order(100, 3), timing_order(100, 3)
+    first, second = timing_order(100, 5), timing_order(100, 5)
     assert first["run_seed"] != second["run_seed"] and not set(first["check_seeds"]) & set(second["check_seeds"])
-    assert len(set(first["checked_runs"])) == 3 and all(0 <= r < 100 for r in first["checked_runs"])
+    assert first["checked_runs"] != second["checked_runs"] or first["sample_seed"] != second["sample_seed"]
+    assert first["checked_runs"] == sorted(set(first["checked_runs"])) and all(0 <= r < 100 for r in first["checked_runs"])
+    assert len(first["check_seeds"]) == len(first["checked_runs"])
 
 
 @pytest.mark.gpu
 def test_on_a_gpu_what_the_judge_gets_from_the_timed_runs_lies_in_pageable_host_memory(monkeypatch):
     """A kernel can read and write any device memory of its context, and pinned host memory: the kept samples
-    of the checked runs are in ordinary host memory, out of its reach, and the same copy follows every call."""
+    of the checked runs are in ordinary host memory, out of its reach."""
     import types
 
     from sandbox_service.executor import runner
@@ -141,7 +153,7 @@ def test_on_a_gpu_what_the_judge_gets_from_the_timed_runs_lies_in_pageable_host_
     handed = {}
     monkeypatch.setattr(runner, "hand_over", lambda job, emit, control, tensors, set_index, trial, fingerprint:
                         handed.update({trial: tensors}))
-    job = {"timing_runs": 20, "warmup_runs": 3, "trial_key": "k", "timing_checks": 3, "trials": 2}
+    job = {"timing_runs": 20, "warmup_runs": 3, "trial_key": "k", "max_timing_checks": 3, "trials": 2}
 
     class Large:
         @staticmethod
