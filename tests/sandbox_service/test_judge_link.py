@@ -79,3 +79,54 @@ def test_a_judge_that_fails_leaves_the_rest_to_compare():
     assert len(judge.requests) == 2 and not judge.lock.locked()
     with gate.exclusive():  # and the gate was given back
         pass
+
+
+# -- an evaluation's trials ---------------------------------------------------------------------------------------
+
+
+def _turns(monkeypatch) -> dict[str, list[int]]:
+    """How many trials each of the judge's turns took, by kind: `together` (compare_together) or `alone`."""
+    from sandbox_service import evaluation
+
+    turns: dict[str, list[int]] = {"together": [], "alone": []}
+    together, alone = JudgeLink.compare_together, JudgeLink.compare
+
+    def compare_together(self, items):
+        turns["together"].append(len(items))
+        return together(self, items)
+
+    def compare(self, message, *args, **kwargs):
+        turns["alone"].append(1)
+        return alone(self, message, *args, **kwargs)
+
+    monkeypatch.setattr(evaluation.JudgeLink, "compare_together", compare_together)
+    monkeypatch.setattr(evaluation.JudgeLink, "compare", compare)
+    return turns
+
+
+def test_the_trials_of_a_task_with_small_outputs_go_to_the_judge_in_one_turn(cpu_lane, monkeypatch):
+    from sandbox_cases import CORRECT, FAST, INCORRECT, REFERENCE
+
+    from sandbox_service.evaluation import run_isolated
+    from sandbox_service.results import Status
+
+    turns = _turns(monkeypatch)
+    right, wrong = run_isolated(REFERENCE, CORRECT, FAST, cpu_lane), run_isolated(REFERENCE, INCORRECT, FAST, cpu_lane)
+    assert (right.status, wrong.status) == (Status.OK, Status.INCORRECT), (right.error, wrong.error)
+    assert right.trials == right.trials_passed == FAST.trials and wrong.trials_passed < wrong.trials
+    assert turns == {"together": [FAST.trials, FAST.trials], "alone": []}
+
+
+def test_the_trials_of_a_task_with_large_outputs_go_one_by_one(cpu_lane, monkeypatch):
+    """Each waiting trial's file counts against the candidate's memory limit: large ones are compared as they
+    come."""
+    from sandbox_cases import CORRECT, FAST, REFERENCE
+
+    from sandbox_service import evaluation
+    from sandbox_service.results import Status
+
+    monkeypatch.setattr(evaluation, "COMPARE_TOGETHER_BYTES", 0)
+    turns = _turns(monkeypatch)
+    result = evaluation.run_isolated(REFERENCE, CORRECT, FAST, cpu_lane)
+    assert result.status == Status.OK, result.error
+    assert turns == {"together": [], "alone": [1] * FAST.trials}
