@@ -61,11 +61,6 @@ _TRACER_MESSAGES = frozenset({"program", "unsupported", "rejected", "compile_err
 OUTSIDE_FLOOR = 0.5
 # Timed batches at most per evaluation: a second one only when the server's clock made the floor bind.
 TIMING_ATTEMPTS = 2
-# In the executor design, trials whose outputs are at most this many bytes (the reference's, per trial) are
-# compared together once the executor has handed over every trial, in one turn of the judge (each turn waits
-# for the gate, behind every timing queued); larger ones one by one as they come, so that no more than one
-# trial's file counts against the candidate's memory limit at a time.
-COMPARE_TOGETHER_BYTES = 64 << 20
 # The judge checks timed runs' outputs (inputs it knows): each run is checked on its own, with probability
 # EXPECTED_TIMING_CHECKS / runs, in secret. A kernel that skips a share s of the runs passes with probability
 # about exp(-EXPECTED_TIMING_CHECKS * s) (half the runs: 1 in 12; all: 1 in 150), and seeing which runs were
@@ -517,7 +512,6 @@ class _Evaluation:
         # no scrub reaches, and none of it answers this evaluation's inputs.
         self.trial_seeds = fresh_trial_seeds(1 + len(input_sets), options.trials) if lane.executor_design else None
         self.handed_over = 0  # trials whose outputs the judge compared, in order
-        self.pending: list[dict] = []  # trials handed over by file, compared together after the last one
         self.resend_due = False  # the judge could not map this trial's IPC handles: its file comes next
         self.builds = {"build_request": 0, "ptxas_request": 0}
         self.judge = JudgeLink(lane, self.problem, options, cancel)
@@ -803,16 +797,9 @@ class _Evaluation:
                 self._build(kind, message, deadline)
             elif kind == "trial_outputs":
                 waited = time.monotonic()
-                if self._compare_later(message):
-                    self.pending.append(message)
-                else:
-                    self._compare_pending()
-                    self._compare(message)
+                self._compare(message)
                 deadline.extend(time.monotonic() - waited)
             elif kind == "outputs_done":
-                waited = time.monotonic()
-                self._compare_pending()
-                deadline.extend(time.monotonic() - waited)
                 if not self._verdict(message, prepared, started):
                     return
                 if self.lane.executor_design:
@@ -844,7 +831,7 @@ class _Evaluation:
         failures aside, which may come at any point)."""
         if "inputs_ready" not in self.seen:
             return {"inputs_ready"}
-        expected = {"trial_outputs"} if self.handed_over + len(self.pending) < len(self.positions) else {"outputs_done"}
+        expected = {"trial_outputs"} if self.handed_over < len(self.positions) else {"outputs_done"}
         if self.resend_due:
             expected = {"trial_outputs"}
         return expected | self._builds_allowed(job)
@@ -870,10 +857,10 @@ class _Evaluation:
             if (message["set"], message["trial"]) != (0, self.options.trials + timing_check):
                 raise self._tampering(schema.CHANNEL_RULE, "outputs of another trial where the timed run's were due")
         elif kind == "trial_outputs":
-            position, due = (message["set"], message["trial"]), self.positions[self.handed_over + len(self.pending)]
-            if position != due:
+            position = (message["set"], message["trial"])
+            if position != self.positions[self.handed_over]:
                 raise self._tampering(schema.CHANNEL_RULE, f"outputs of input set {position[0]} trial {position[1]} "
-                                                           f"where those of {due} were due")
+                                                           f"where those of {self.positions[self.handed_over]} were due")
             if self.resend_due and message["handover"]["kind"] != schema.FILE:
                 raise self._tampering(schema.HANDOVER_RULE, "CUDA IPC handles again where the server asked for the "
                                                             "trial's outputs in a file")
@@ -916,42 +903,21 @@ class _Evaluation:
         shutil.copyfile(source, target)
         return str(target)
 
-    def _compare_later(self, message: dict) -> bool:
-        """Whether this trial's outputs wait to be compared with the others (COMPARE_TOGETHER_BYTES): files the
-        trusted executor wrote, of a task whose outputs are small."""
-        output_bytes = int((self.judge.prepared or {}).get("output_bytes", COMPARE_TOGETHER_BYTES + 1))
-        return (self.lane.executor_design and message["handover"]["kind"] == schema.FILE and not self.resend_due
-                and output_bytes <= COMPARE_TOGETHER_BYTES)
-
-    def _compare_pending(self) -> None:
-        pending, self.pending = self.pending, []
-        if not pending:
-            return
-        answers = self.judge.compare_together([(message, self.outputs_dir, self.ipc_min_bytes,
-                                                self._trial_seed(message), None) for message in pending])
-        for message, answer in zip(pending, answers):
-            self._compare(message, answer)
-
-    def _trial_seed(self, message: dict) -> int | None:
-        return self.trial_seeds[message["set"]][message["trial"]] if self.trial_seeds is not None else None
-
-    def _compare(self, message: dict, answer: dict | None = None) -> None:
-        """The judge's reading of one trial's outputs (`answer`: already given by a turn of several)."""
+    def _compare(self, message: dict) -> None:
         ipc = message["handover"]["kind"] == schema.IPC
         if ipc and self.ipc_failed:
             # This evaluation's IPC failed before: files from now on, without asking the judge again.
             self.resend_due = True
             self.child.send({"type": "continue", "resend": schema.FILE})
             return
-        if answer is None:
+        if ipc:
+            self.child.freeze()  # it cannot touch its outputs while the judge reads them
+        try:
+            seed = self.trial_seeds[message["set"]][message["trial"]] if self.trial_seeds is not None else None
+            answer = self.judge.compare(message, self.outputs_dir, self.ipc_min_bytes, seed=seed)
+        finally:
             if ipc:
-                self.child.freeze()  # it cannot touch its outputs while the judge reads them
-            try:
-                answer = self.judge.compare(message, self.outputs_dir, self.ipc_min_bytes,
-                                            seed=self._trial_seed(message))
-            finally:
-                if ipc:
-                    self.child.thaw()
+                self.child.thaw()
         if answer.get("type") == "malformed":
             raise self._tampering(str(answer.get("rule") or schema.HANDOVER_RULE), str(answer.get("error", "")))
         if answer.get("type") == "ipc_failed":
