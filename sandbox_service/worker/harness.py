@@ -386,16 +386,25 @@ def seed_everything(seed: int) -> None:
 def trial_seeds(seed: int, trials: int, key: str = "") -> list[int]:
     """Distinct, reproducible per-trial seeds derived from the evaluation seed and, for evaluations, the
     lane's secret `key`: the candidate knows the seed (its parameters are made under it) but must not be able
-    to make the trials' inputs itself, or it could ship their answers as constants."""
-    if key:
-        digest = hashlib.blake2b(f"{seed}".encode(), key=key.encode()[:64], digest_size=8).digest()
-        seed = int.from_bytes(digest, "big")
-    rng = random.Random(seed)
-    return [rng.randrange(1, 2**31 - 1) for _ in range(trials)]
+    to make the trials' inputs itself, or it could ship their answers as constants. With a key, each seed is
+    a keyed hash of the seed and its index, on its own: seeds from one pseudo-random stream (a Mersenne
+    Twister's outputs are linear in its state) let a kernel that recovered 624 timed runs' seeds from their
+    inputs compute every later one, and so tell a timing check's seed (drawn apart) from an ordinary run's
+    (red team 9)."""
+    if not key:
+        rng = random.Random(seed)
+        return [rng.randrange(1, 2**31 - 1) for _ in range(trials)]
+    seeds: dict[int, None] = {}
+    index = 0
+    while len(seeds) < trials:  # distinct: a repeat (about once in 2^31 pairs) is passed over
+        digest = hashlib.blake2b(f"{int(seed)}:{index}".encode(), key=key.encode()[:64], digest_size=8).digest()
+        seeds.setdefault(1 + int.from_bytes(digest, "big") % (2**31 - 2))
+        index += 1
+    return list(seeds)
 
 
 # Elements of each output a timing check compares (all of a smaller output): what the judge compares is
-# copied to host memory after every timed run, so it is kept small; a run with a share f of its elements
+# copied to host memory after a checked run, within the timed batch, so it is kept small; a run with a share f of its elements
 # wrong passes with probability (1 - f)^TIMING_SAMPLE.
 TIMING_SAMPLE = 4096
 
