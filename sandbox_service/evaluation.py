@@ -1068,7 +1068,7 @@ class _Evaluation:
             status = Status.RUNTIME_ERROR if self.candidate_ran else Status.INFRA_ERROR
             raise _Finish(status, message.get("error", ""))
         if kind == "out_of_memory":
-            raise self._out_of_memory(message)
+            raise self._executor_out_of_memory(message)
         if kind == "garbled":
             result.violations.append(Violation("runtime", "verdict-channel-tampering", message["error"]))
             raise _Finish(Status.CHEAT, "the candidate process wrote to the verdict channel")
@@ -1098,7 +1098,7 @@ class _Evaluation:
                                                   f"candidate code: {child.output()[-1500:]}")
             raise _Finish(Status.RUNTIME_ERROR, f"{what} {child.describe_exit()}: {child.output()[-1500:]}")
 
-    def _out_of_memory(self, message: dict) -> Exception:
+    def _executor_out_of_memory(self, message: dict) -> Exception:
         """The executor's out-of-memory: load (_LoadShortage, tried again) before any of the candidate's kernels
         ran or within the evaluation's share (out_of_memory_is_load), else the candidate's runtime_error. Only the
         executor says it (trusted code measured it); from the candidate's own process it is tampering."""

@@ -325,7 +325,6 @@ class MemoryShort(Exception):
                       f"free of {gigabytes(memory.total)} at last): other processes on it hold the memory")
         super().__init__(reason)
         self.needed = needed
-        self.memory = memory
 
 
 class FreeMemory:
