@@ -39,7 +39,8 @@ from sandbox_service.client import Pair, SandboxClient  # noqa: E402
 from sandbox_service.options import EvalOptions  # noqa: E402
 from sandbox_service.results import Status  # noqa: E402
 
-LAYERS = ("process", "reference", "compile", "runtime", "correctness", "reference_runner", "build", "timing")
+LAYERS = ("process", "reference", "compile", "runtime", "correctness", "reference_runner", "build", "memory",
+          "timing")
 WARMUP_REFERENCE = "import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n    def forward(self, x):\n" \
                    "        return x * 3.0\n\n\ndef get_inputs():\n    return [torch.randn(8, 64)]\n\n\n" \
                    "def get_init_inputs():\n    return []\n"

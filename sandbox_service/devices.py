@@ -1,10 +1,16 @@
-"""Which backend this machine runs: CUDA GPUs when there are any, else the Triton interpreter on the CPU."""
+"""Which backend this machine runs (CUDA GPUs when there are any, else the Triton interpreter on the CPU), and
+what a GPU has free now."""
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
+import logging
 import os
 import platform
+from collections.abc import Callable
+
+log = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,8 +57,6 @@ def reaches_pageable_host_memory(gpu: int) -> bool | None:
     """Whether kernels on `gpu` can address a process's ordinary (pageable) host memory, as on machines with
     HMM or ATS (CUDA's pageable-memory-access attribute); None when the driver cannot be asked. Where they
     can, nothing of the executor's own process is out of its kernels' reach (docs/security.md)."""
-    import ctypes
-
     try:
         cuda = ctypes.CDLL("libcuda.so.1")
     except OSError:
@@ -62,3 +66,41 @@ def reaches_pageable_host_memory(gpu: int) -> bool | None:
             cuda.cuDeviceGetAttribute(ctypes.byref(value), _PAGEABLE_MEMORY_ACCESS, device) != 0:
         return None
     return bool(value.value)
+
+
+@dataclasses.dataclass(frozen=True)
+class DeviceMemory:
+    """A GPU's memory as its driver counts it, every process's allocations and contexts included."""
+
+    free: int
+    total: int
+
+
+class _NvmlMemory(ctypes.Structure):
+    _fields_ = [("total", ctypes.c_ulonglong), ("free", ctypes.c_ulonglong), ("used", ctypes.c_ulonglong)]
+
+
+def device_memory_reader(gpu: int) -> Callable[[], DeviceMemory | None] | None:
+    """A function that reads what CUDA device `gpu` (as this process numbers it) has free now, through NVML,
+    which needs no CUDA context in the caller (a server need not hold one, at about 500 MB of the GPU). The
+    device is found by its PCI bus id, which CUDA_VISIBLE_DEVICES does not renumber. None when NVML or the
+    driver cannot be asked; the function answers None when a read fails."""
+    try:
+        nvml, cuda = ctypes.CDLL("libnvidia-ml.so.1"), ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return None
+    device, bus = ctypes.c_int(), ctypes.create_string_buffer(64)
+    handle = ctypes.c_void_p()
+    if cuda.cuInit(0) != 0 or cuda.cuDeviceGet(ctypes.byref(device), gpu) != 0 or \
+            cuda.cuDeviceGetPCIBusId(bus, len(bus), device) != 0 or nvml.nvmlInit_v2() != 0 or \
+            nvml.nvmlDeviceGetHandleByPciBusId_v2(bus.value, ctypes.byref(handle)) != 0:
+        return None
+
+    def read() -> DeviceMemory | None:
+        memory = _NvmlMemory()
+        if nvml.nvmlDeviceGetMemoryInfo(handle, ctypes.byref(memory)) != 0:
+            log.warning("NVML could not read GPU %s's memory", gpu)
+            return None
+        return DeviceMemory(int(memory.free), int(memory.total))
+
+    return read if read() is not None else None

@@ -27,6 +27,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
+from sandbox_service.devices import DeviceMemory
 from sandbox_service.interface.program import check_program
 from sandbox_service.jail import DENIED_SYSCALL_SIGNAL, JAIL_RULES
 from sandbox_service.lane import EXECUTOR_JOBS, Lane, reference_key
@@ -38,6 +39,7 @@ from sandbox_service.verifier.screen_pool import ScreenFailure, ScreenPool
 from sandbox_service.worker import messages as schema
 from sandbox_service.worker import harness, protocol, untrusted_files
 from sandbox_service.worker.conversation import STREAM_EVENTS, Cancelled, Deadline, MessageStream
+from sandbox_service.worker.pool import MemoryShort, gigabytes
 from sandbox_service.worker.process import Child, remove_tree
 from sandbox_service.worker.service import ServiceFailure
 from sandbox_service.worker.zygote import ChildStartError
@@ -46,7 +48,9 @@ log = logging.getLogger(__name__)
 
 COMPARE_TIMEOUT_S = 120.0
 REFERENCE_TIMING_TIMEOUT_S = 600.0
-MEMORY_WAITS_S = (2.0, 5.0, 10.0, 20.0)  # between tries of a judge out of GPU memory (load, not a verdict)
+# Between tries of a judge, or an executor, out of GPU memory because other processes held it (load, not a
+# verdict); each try also waits for the memory first (lane.free_memory).
+MEMORY_WAITS_S = (2.0, 5.0, 10.0, 20.0)
 MAX_BUILDS = 64  # trusted launcher builds (and cubins) per evaluation; beyond, a runtime error
 # A candidate's frames: the largest it sends honestly is a build request (C source of at most 1 MB).
 CANDIDATE_FRAME_BYTES = 4 << 20
@@ -113,6 +117,29 @@ def _out_of_memory(answer: dict) -> bool:
     return answer.get("type") == "error" and answer.get("kind") == "memory"
 
 
+def out_of_memory_is_load(held: int, requested: int | None, share: int, device: DeviceMemory | None) -> bool:
+    """Whether an executor that ran out of GPU memory was short because other processes held the memory (load:
+    tried again) rather than because the candidate asked for more than it may (its verdict).
+
+    The evaluation was admitted with its share: the task's estimate (lane.estimate_bytes: the inputs, outputs
+    and temporaries the problem needs, and a context's worth more), free on the device when it started. The
+    evaluation asked for what its executor held at most plus the allocation it was refused; when torch does not
+    say what was refused (the driver's own out-of-memory), at least more than the device had free (`device`,
+    read by the server just after the failure). Within the share, and within what the device has at all, the
+    device was short; beyond either, the candidate asked for it itself (a huge output, an allocation for every
+    launch). Not knowing either figure, it is the candidate's, as every out-of-memory was before."""
+    if requested is None:
+        if device is None:
+            return False
+        requested = device.free + 1
+    limit = share if device is None else min(share, device.total)
+    return held + requested <= limit
+
+
+class _LoadShortage(Exception):
+    """The executor ran out of GPU memory within its evaluation's share: the evaluation is tried again."""
+
+
 class _Finish(Exception):
     """Ends the evaluation with a final status."""
 
@@ -172,6 +199,8 @@ class JudgeLink:
         self.prepared: dict | None = None
         self.wall_s = 0.0  # time in judge calls, queueing included
         self.service_s = 0.0  # of which the judge itself worked
+        self.memory_s = 0.0  # waiting for GPU memory after the judge ran out of it
+        self.memory_notes: list[str] = []
 
     def _call(self, message: dict, timeout_s: float, gated: bool = True) -> dict:
         started = time.monotonic()
@@ -207,7 +236,8 @@ class JudgeLink:
         return answer
 
     def _waiting_for_memory(self, call, what: str) -> dict:
-        """`call()`'s answer, called again MEMORY_WAITS_S apart while the judge is out of GPU memory."""
+        """`call()`'s answer, called again MEMORY_WAITS_S apart while the judge is out of GPU memory, each time
+        once the GPU has what the judge was refused free (when it says how much)."""
         for wait in MEMORY_WAITS_S:
             answer = call()
             if not _out_of_memory(answer):
@@ -216,12 +246,30 @@ class JudgeLink:
             if self.cancel.wait(wait):
                 raise _Finish(Status.INFRA_ERROR, "cancelled while waiting for GPU memory: the caller went away or "
                                                   "the server is stopping")
+            self.memory_s += wait
+            self.memory_notes.append(f"the judge out of GPU memory {what} the reference: {self._refused_free(answer)}")
         answer = call()
         if _out_of_memory(answer):
             raise _Finish(Status.INFRA_ERROR, f"the judge was out of GPU memory {what} the reference "
                                               f"{len(MEMORY_WAITS_S) + 1} times over {sum(MEMORY_WAITS_S):.0f} s "
                                               f"(other processes on this GPU hold it): {answer.get('error', '')}")
         return answer
+
+    def _refused_free(self, answer: dict) -> str:
+        """Wait until the GPU has the allocation the judge was refused free; what it waited, in words."""
+        refused = answer.get("requested")
+        if not refused or not self.lane.free_memory.watching:
+            return "tried again"
+        try:
+            wait = self.lane.free_memory.wait_free(int(refused), self.cancel.is_set)
+        except MemoryShort as exc:
+            raise _Finish(Status.INFRA_ERROR, f"the judge was out of GPU memory, and then {exc}: "
+                                              f"{answer.get('error', '')}") from None
+        except TimeoutError:
+            raise _Finish(Status.INFRA_ERROR, "cancelled while waiting for GPU memory: the caller went away or the "
+                                              "server is stopping") from None
+        self.memory_s += wait.seconds
+        return wait.describe()
 
     def _prepare_once(self, reserve: bool) -> dict:
         for attempt in range(2):
@@ -524,6 +572,9 @@ class _Evaluation:
         self.candidate_ran = False  # whether anything of the candidate's has run in `child` (its faults are its own)
         self.acquire_s = 0.0
         self.build_s = 0.0
+        self.estimate = 0  # GPU memory the evaluation may hold (lane.estimate_bytes), once the task is prepared
+        self.memory_s = 0.0  # waiting for GPU memory: the lane's budget, the device's free memory, retries
+        self.memory_notes: list[str] = []
         self.tracer_output: Callable[[float], str] | None = None  # the tracer's output, once an executor took over
 
     def _record_costs(self) -> None:
@@ -536,6 +587,11 @@ class _Evaluation:
         if self.build_s:
             self.result.layers.append(LayerResult("build", Outcome.PASSED, round(self.build_s, 6),
                                                   "waiting for trusted launcher builds"))
+        notes = self.judge.memory_notes + self.memory_notes
+        if notes:
+            waited = self.judge.memory_s + self.memory_s
+            self.result.layers.append(LayerResult("memory", Outcome.PASSED, round(waited, 6),
+                                                  truncate("; ".join(notes), 500)))
 
     def run(self) -> None:
         try:
@@ -598,13 +654,35 @@ class _Evaluation:
         self.result.device = prepared["device"]
         self.result.degenerate_reference = any(prepared["degenerate"])
         _layer(self.result, "reference", Outcome.PASSED, started)
-        estimate = self.lane.estimate_bytes(prepared["input_bytes"], prepared["output_bytes"])
+        self.estimate = self.lane.estimate_bytes(prepared["input_bytes"], prepared["output_bytes"])
         cancelled = (lambda: self.cancel.is_set()) if self.cancel is not None else (lambda: False)
         try:
-            with self.lane.memory.reserve(estimate, cancelled):
+            with self.lane.memory.reserve(self.estimate, cancelled) as waited:
+                if waited >= 0.01:
+                    self.memory_s += waited
+                    self.memory_notes.append(f"{waited:.1f} s for the lane's budget")
                 self._with_candidate(prepared, cancelled)
         except TimeoutError:
             raise Cancelled() from None
+
+    @contextlib.contextmanager
+    def _admitted(self, cancelled: Callable[[], bool]) -> Iterator[None]:
+        """Held while the candidate's GPU work runs, entered once the GPU has this evaluation's estimate free now
+        (lane.free_memory: other processes may hold what the lane's budget counted on); the wait is not charged
+        to the evaluation's time limit."""
+        need = min(self.estimate, self.lane.memory.total)  # as the budget does: larger ones run alone, not never
+        try:
+            with self.lane.free_memory.admitted(need, cancelled) as wait:
+                if self.lane.free_memory.watching:
+                    self.memory_s += wait.seconds
+                    self.memory_notes.append(wait.describe())
+                yield
+        except MemoryShort as exc:
+            others = exc.needed - need - self.lane.free_memory.margin
+            raise _Finish(Status.INFRA_ERROR, f"{exc}; this evaluation needs {gigabytes(need)} (the task's "
+                                              f"estimate), {gigabytes(self.lane.free_memory.margin)} of margin and "
+                                              f"{gigabytes(others)} the lane's running evaluations were admitted "
+                                              "with") from None
 
     def _job(self) -> dict:
         o, lane = self.options, self.lane
@@ -628,7 +706,8 @@ class _Evaluation:
 
     def _with_candidate(self, prepared: dict, cancelled: Callable[[], bool]) -> None:
         if not self.lane.executor_design:
-            self._in_process(prepared, cancelled)
+            with self._admitted(cancelled):
+                self._in_process(prepared, cancelled)
             return
         program, constants = self._trace(cancelled)
         self._execute(prepared, program, constants, cancelled)
@@ -727,14 +806,50 @@ class _Evaluation:
 
     def _execute(self, prepared: dict, program: dict, constants: Path | None, cancelled: Callable[[], bool]) -> None:
         """An executor (the GPU's, reused between evaluations) replays the program on the inputs; the judge
-        compares every trial's outputs; the executor's timing is checked against the server's clock."""
+        compares every trial's outputs; the executor's timing is checked against the server's clock. An executor
+        out of GPU memory because other processes held it (out_of_memory_is_load) is load: the evaluation starts
+        over with a fresh executor, MEMORY_WAITS_S apart and each time once its memory is free, and ends
+        infra_error only when that happened every time."""
         tracer, self.child = self.child, None
         tracer.kill(wait=False)
         self.tracer_output = tracer.output  # read at the end, when the verdict says how long to wait for it
         try:
-            self._start_executor(prepared, program, constants, cancelled)
+            for pause in (*MEMORY_WAITS_S, None):
+                layers = len(self.result.layers)
+                try:
+                    with self._admitted(cancelled):
+                        self._start_executor(prepared, program, constants, cancelled)
+                    return
+                except _LoadShortage as shortage:
+                    del self.result.layers[layers:]  # the attempt's own layers; the next one reports its own
+                    self._next_attempt()
+                    if pause is None:
+                        raise _Finish(Status.INFRA_ERROR, f"the executor ran out of GPU memory "
+                                                          f"{len(MEMORY_WAITS_S) + 1} times within the task's share "
+                                                          f"while other processes held the GPU: {shortage}") from None
+                    log.warning("%s; trying again in %g s", shortage, pause)
+                    self.memory_notes.append(f"{shortage}; tried again")
+                    if self.judge.cancel.wait(pause):
+                        raise Cancelled() from None
+                    self.memory_s += pause
         finally:
             tracer.close(wait=False)  # its folder (the constants) goes with it
+
+    def _next_attempt(self) -> None:
+        """After a load out-of-memory: the executor goes (a process whose allocation failed is not trusted with
+        another job), and the trials start over, on new seeds."""
+        self.lane.executors.discard(self.executor)
+        if self.messages is not None:
+            self.messages.close()
+        self.child = self.executor = self.messages = None
+        self.trials.clear()
+        self.handed_over, self.resend_due = 0, False
+        self.handover_changed.clear()
+        self.seen.clear()
+        self.builds = {"build_request": 0, "ptxas_request": 0}
+        self.trial_seeds = fresh_trial_seeds(len(self.trial_seeds), self.options.trials)
+        self.result.compiled, self.result.triton_launches = False, 0
+        self.result.trials_passed, self.result.max_abs_error = 0, None
 
     def _start_executor(self, prepared: dict, program: dict, constants: Path | None,
                         cancelled: Callable[[], bool]) -> None:
@@ -846,7 +961,7 @@ class _Evaluation:
     def _expect(self, kind: str, expected: set[str], message: dict, timing_check: int | None = None) -> None:
         """A message the protocol does not expect here is the candidate's tampering with the channel.
         `timing_check`: the only trial_outputs due are that checked run's (the first set's extra trials)."""
-        if kind in STREAM_EVENTS or kind in ("internal_error", "jail_violation"):
+        if kind in STREAM_EVENTS or kind in ("internal_error", "jail_violation", "out_of_memory"):
             return
         if kind in ("compile_error", "runtime_error", "rejected", "unsupported") and "inputs_ready" in self.seen:
             return
@@ -952,6 +1067,8 @@ class _Evaluation:
         if kind == "internal_error":
             status = Status.RUNTIME_ERROR if self.candidate_ran else Status.INFRA_ERROR
             raise _Finish(status, message.get("error", ""))
+        if kind == "out_of_memory":
+            raise self._executor_out_of_memory(message)
         if kind == "garbled":
             result.violations.append(Violation("runtime", "verdict-channel-tampering", message["error"]))
             raise _Finish(Status.CHEAT, "the candidate process wrote to the verdict channel")
@@ -980,6 +1097,21 @@ class _Evaluation:
                 raise _Finish(Status.INFRA_ERROR, f"{what} {child.describe_exit()} before running any "
                                                   f"candidate code: {child.output()[-1500:]}")
             raise _Finish(Status.RUNTIME_ERROR, f"{what} {child.describe_exit()}: {child.output()[-1500:]}")
+
+    def _executor_out_of_memory(self, message: dict) -> Exception:
+        """The executor's out-of-memory: load (_LoadShortage, tried again) before any of the candidate's kernels
+        ran or within the evaluation's share (out_of_memory_is_load), else the candidate's runtime_error. Only the
+        executor says it (trusted code measured it); from the candidate's own process it is tampering."""
+        if self.child is not self.executor:
+            return self._tampering(schema.CHANNEL_RULE, "an out-of-memory report from the candidate's own process")
+        held, requested = message["held"], message.get("requested")
+        device = self.lane.free_memory.read()
+        asked = f"{gigabytes(held)} held" + (f" and {gigabytes(requested)} refused" if requested else "")
+        if not self.candidate_ran or out_of_memory_is_load(held, requested, self.estimate, device):
+            free = "" if device is None else f", {gigabytes(device.free)} free of {gigabytes(device.total)}"
+            return _LoadShortage(f"the executor ran out of GPU memory ({asked}{free})")
+        return _Finish(Status.RUNTIME_ERROR, f"out of GPU memory: {asked}, beyond this task's share of "
+                                             f"{gigabytes(self.estimate)} or the device's: {message['error']}")
 
     def _verdict(self, outputs: dict, prepared: dict, started: float) -> bool:
         """Correctness and runtime layers; True when the candidate is to be timed."""

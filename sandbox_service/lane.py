@@ -7,8 +7,9 @@
                               --fork--> builder (long-lived, trusted: Triton's C launchers, CUDA only)
 
 Plus the lane's timing gate (timing has the GPU alone; every other untrusted process of the lane is
-frozen meanwhile), its GPU memory budget, the optional LLM judge and the screen workers that run the format
-and static layers (verifier/screen_pool.py: the server's, shared by its lanes, or the lane's own).
+frozen meanwhile), its GPU memory budget and the device's free memory (each evaluation waits for both), the
+optional LLM judge and the screen workers that run the format and static layers (verifier/screen_pool.py: the
+server's, shared by its lanes, or the lane's own).
 """
 
 from __future__ import annotations
@@ -25,13 +26,14 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
 from pathlib import Path
 
-from sandbox_service.devices import reaches_pageable_host_memory
+from sandbox_service.devices import device_memory_reader, reaches_pageable_host_memory
 from sandbox_service.jail import shared_writable
 from sandbox_service.jail.privileges import make_undumpable
 from sandbox_service.options import InputSet
 from sandbox_service.verifier.llm_judge import Judge as LLMJudge
 from sandbox_service.verifier.screen_pool import ScreenPool
-from sandbox_service.worker.pool import READY_TIMEOUT_S, CandidatePool, Freezer, MemoryBudget, TimingGate
+from sandbox_service.worker.pool import (READY_TIMEOUT_S, CandidatePool, Freezer, FreeMemory, MemoryBudget,
+                                        TimingGate)
 from sandbox_service.worker.process import Child, ChildSpec
 from sandbox_service.worker.service import ServiceFailure, ServiceProcess
 from sandbox_service.worker.zygote import ChildStartError, Zygote, wait_ready
@@ -60,6 +62,10 @@ IPC_MIN_BYTES = 256 << 20
 JUDGES_PER_TASK = 2
 CONTEXT_BYTES = 640 << 20
 JUDGE_MEMORY_LIMIT_MB = 96 * 1024
+# How long an evaluation waits for the GPU to have its memory free (FreeMemory) before it ends infra_error: a
+# trainer's step or another evaluation gives memory back within minutes; a GPU held longer than this by others is
+# one the sandbox should not share.
+FREE_MEMORY_WAIT_S = 600.0
 BUILD_TIMEOUT_S = 120.0
 # Candidate processes making their CUDA context at once (worker/pool.py says why few); the server's
 # TRITONRL_CONTEXT_STARTS overrides it.
@@ -117,6 +123,13 @@ class Lane:
         self.freezer = Freezer()
         budget = config.gpu_memory_bytes - config.judges * CONTEXT_BYTES * 3 if config.gpu_memory_bytes else 1 << 62
         self.memory = MemoryBudget(budget)
+        # Beyond the budget, what the device has free when each evaluation starts; the margin is a context being
+        # made meanwhile (an executor or a judge starting) and the allocators' rounding.
+        read = device_memory_reader(config.gpu or 0) if config.backend == "cuda" else None
+        if config.backend == "cuda" and read is None:
+            log.warning("GPU %s's free memory cannot be read (no NVML): evaluations start on the lane's budget alone, "
+                        "and beside other processes on the GPU they may run out of memory", config.gpu)
+        self.free_memory = FreeMemory(read, CONTEXT_BYTES, FREE_MEMORY_WAIT_S)
         self.ipc_min_bytes: int | None = IPC_MIN_BYTES if config.backend == "cuda" else None
         self.zygote = Zygote(config.backend, config.gpu, config.work_root).start()
         threads = 1 if config.backend == "interpreter" else CUDA_CHILD_THREADS

@@ -9,7 +9,9 @@ the timing against its own clock (evaluation.py).
 
 Messages (each with the job's nonce): inputs_ready, [build_request | ptxas_request], trial_outputs per trial,
 rejected | unsupported | compile_error | runtime_error | outputs_done, then on the server's `calibrate` a
-`calibrated`, and on `time` a `timing` (or runtime_error).
+`calibrated`, and on `time` a `timing` (or runtime_error). CUDA out of memory at any point, the inputs'
+included, is `out_of_memory` instead, with what the job held and was refused: the server tells load from the
+candidate's own asking by them (evaluation._out_of_memory_is_load).
 """
 
 from __future__ import annotations
@@ -92,10 +94,30 @@ def run(job: dict, emit: Emit, control: Receiver) -> None:
     global _jobs
     _jobs += 1
     _Channel.emit, _Channel.control = emit, control
+    device = harness.device_for(job["backend"])
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    try:
+        _run(job, emit, control, device)
+    except BaseException as exc:  # noqa: BLE001 - out of memory is reported; anything else goes on up
+        if not harness.out_of_memory(exc):
+            raise
+        report_out_of_memory(emit, exc, device)
+
+
+def report_out_of_memory(emit: Emit, exc: BaseException, device: torch.device) -> None:
+    """What the job held at most (the allocator's peak, this job's alone: every job starts with an empty cache)
+    and the allocation it was refused, when torch's allocator says."""
+    held = torch.cuda.max_memory_reserved(device) if device.type == "cuda" else 0
+    refused = harness.refused_bytes(exc)
+    emit("out_of_memory", error=harness.format_exception(exc), held=int(held),
+         **({"requested": refused} if refused else {}))
+
+
+def _run(job: dict, emit: Emit, control: Receiver, device: torch.device) -> None:
     clock = time.monotonic
     phases: dict[str, float] = {}
     started = clock()
-    device = harness.device_for(job["backend"])
     sets = harness.load_problem_sets(job["reference_path"], job["input_sets"], job["seed"])
     seeds = trial_seeds(job, len(sets))
     expected = harness.finish_fingerprint_grid(
@@ -124,6 +146,8 @@ def run(job: dict, emit: Emit, control: Receiver) -> None:
         emit("rejected", rule="illegal-kernel", error=f"{type(exc).__name__}: {exc}")
         return
     except Exception as exc:  # noqa: BLE001 - all of it reads the candidate's program and constants
+        if harness.out_of_memory(exc):
+            raise
         emit("rejected", rule="malformed-program", error=f"{type(exc).__name__}: {exc}")
         return
     forbidden = sorted({name for r in replays for name in r.verdicts.forbidden_ops})
@@ -157,6 +181,8 @@ def run(job: dict, emit: Emit, control: Receiver) -> None:
                     tensors = replays[set_index].run(used, poison=True)
                 harness.synchronize(device)
             except BaseException as exc:  # noqa: BLE001
+                if harness.out_of_memory(exc):
+                    raise
                 kind = "compile_error" if _is_compile_error(exc) else "runtime_error"
                 emit(kind, phase=f"{sets[set_index][0]} trial {trial}", error=harness.format_exception(exc))
                 return
@@ -365,6 +391,8 @@ def _time(emit: Emit, fn, job: dict, reply: str, before_run=None) -> bool:
         stats = timing.time_cuda(fn, warmup=job["warmup_runs"], runs=job["timing_runs"], method=timing.CUDA_EVENTS,
                                  before_run=before_run)
     except BaseException as exc:  # noqa: BLE001
+        if harness.out_of_memory(exc):
+            raise
         emit("runtime_error", phase="timing", error=harness.format_exception(exc))
         return False
     emit(reply, candidate=stats.__dict__, violations=[])

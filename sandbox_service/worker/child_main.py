@@ -60,7 +60,7 @@ def prepare_template(backend: str) -> list[str]:
 
 # Messages after which the server may kill a one-shot child at any moment.
 _LAST_WORDS = frozenset({"outputs_done", "timing", "compile_error", "runtime_error", "internal_error", "done",
-                         "load_error", "refused", "module"})
+                         "load_error", "refused", "module", "out_of_memory"})
 
 
 def _channel(report_fd: int, nonce: str, profile: "_Profile | None"):

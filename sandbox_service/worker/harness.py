@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import random
+import re
 import sys
 import traceback
 import types
@@ -554,3 +555,21 @@ def load_outputs(path: Path, device: torch.device) -> list[torch.Tensor]:
 
 def format_exception(exc: BaseException) -> str:
     return truncate("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
+
+
+_REFUSED = re.compile(r"Tried to allocate ([0-9.]+) (bytes|KiB|MiB|GiB|TiB)")
+_UNITS = {"bytes": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
+
+
+def out_of_memory(exc: BaseException) -> bool:
+    """CUDA's out-of-memory: torch's allocator refusing an allocation, or the driver's own (a kernel's module
+    loaded at its first launch, a library's workspace)."""
+    return isinstance(exc, torch.cuda.OutOfMemoryError) or (
+        isinstance(exc, RuntimeError) and "out of memory" in str(exc))
+
+
+def refused_bytes(exc: BaseException) -> int | None:
+    """The allocation torch's caching allocator refused ("Tried to allocate 6.00 GiB", rounded as it prints it);
+    None when the error does not say (the driver's own)."""
+    found = _REFUSED.search(str(exc))
+    return None if found is None else int(float(found.group(1)) * _UNITS[found.group(2)])

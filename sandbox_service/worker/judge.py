@@ -301,7 +301,9 @@ def answer(judge: Judge, request: dict) -> dict:
         # A prepared task stays: running out of memory says nothing against it, and the lane tries again.
         if judge.device.type == "cuda":
             torch.cuda.empty_cache()
-        return {"type": "error", "kind": "memory", "error": f"out of GPU memory in the judge: {exc}"}
+        # What was refused, when torch says: the lane waits until the GPU has that much free before trying again.
+        return {"type": "error", "kind": "memory", "error": f"out of GPU memory in the judge: {exc}",
+                "requested": harness.refused_bytes(exc)}
     except Exception as exc:  # noqa: BLE001 - a bad request (or a bug here) is answered, never fatal
         judge.counts["request_errors"] += 1
         return {"type": "error", "kind": "protocol",

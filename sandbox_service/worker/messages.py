@@ -231,6 +231,10 @@ def _timing_stats(value: Any) -> None:
         _text(value["method"], "timing method", 64)
 
 
+# The executor's out-of-memory says what allocation was refused only when torch's allocator refused it.
+_OPTIONAL_FIELDS = {"out_of_memory": frozenset({"requested"})}
+
+
 class Schema:
     """The messages one evaluation's candidate may send, knowing its protocol: `sets` input sets of `trials`
     trials, outputs in `outputs_dir`, IPC from `ipc_min_bytes` up (None: files only)."""
@@ -262,6 +266,7 @@ class Schema:
             "compile_error": ({"phase", "error"}, self._error),
             "runtime_error": ({"phase", "error"}, self._error),
             "internal_error": ({"error"}, self._error),
+            "out_of_memory": ({"error", "held"}, self._out_of_memory),
         }
 
     def check(self, message: dict) -> dict:
@@ -270,7 +275,7 @@ class Schema:
         if kind not in self._checks:
             raise _fail(f"unknown message type {_show(kind)}")
         fields, check = self._checks[kind]
-        _keys(message, f"{kind} message", fields | {"type", "nonce"})
+        _keys(message, f"{kind} message", fields | {"type", "nonce"}, _OPTIONAL_FIELDS.get(kind, frozenset()))
         check(message)
         return message
 
@@ -335,3 +340,10 @@ class Schema:
         for key in ("phase", "error"):
             if key in m:
                 _text(m[key], key)
+
+    @staticmethod
+    def _out_of_memory(m: dict) -> None:
+        _text(m["error"], "error")
+        _int(m["held"], "memory held")
+        if "requested" in m:
+            _int(m["requested"], "memory requested", 1)

@@ -1,5 +1,5 @@
 """Per-lane resources shared by concurrent evaluations: ready candidate processes, the GPU timing gate
-with its freezer, and the GPU memory budget.
+with its freezer, the GPU memory budget and the device's free memory.
 
 Candidate processes are forked ahead of need (their CUDA context is made while they wait) and handed
 out once: after its one evaluation a process is killed with its process group, so nothing a candidate
@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import dataclasses
 import itertools
 import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
 
+from sandbox_service.devices import DeviceMemory
 from sandbox_service.worker.process import Child
 from sandbox_service.worker.zygote import ChildStartError, wait_ready
 
@@ -290,3 +292,105 @@ class MemoryBudget:
             with self._cond:
                 self._used -= nbytes
                 self._cond.notify_all()
+
+
+def gigabytes(nbytes: int) -> str:
+    return f"{nbytes / 1e9:.1f} GB"
+
+
+@dataclasses.dataclass(frozen=True)
+class MemoryWait:
+    """One wait for free device memory: how long, for how much, and what was free when it began (None: the
+    device could not be read, so nothing was waited for)."""
+
+    seconds: float
+    needed: int
+    free: int | None
+
+    def describe(self) -> str:
+        if self.free is None:
+            return "the GPU's free memory could not be read"
+        return (f"{self.seconds:.1f} s until {gigabytes(self.needed)} was free on the GPU "
+                f"({gigabytes(self.free)} at first)")
+
+
+class MemoryShort(Exception):
+    """The device did not have the memory free within the wait's bound."""
+
+    def __init__(self, needed: int, memory: DeviceMemory, waited_s: float):
+        if needed > memory.total:
+            reason = f"the GPU has {gigabytes(memory.total)} in all, less than the {gigabytes(needed)} needed"
+        else:
+            reason = (f"the GPU did not have {gigabytes(needed)} free for {waited_s:.0f} s ({gigabytes(memory.free)} "
+                      f"free of {gigabytes(memory.total)} at last): other processes on it hold the memory")
+        super().__init__(reason)
+        self.needed = needed
+
+
+class FreeMemory:
+    """What the GPU has free now, as a condition for starting work on it.
+
+    The lane's budget (MemoryBudget) counts the lane's own reservations against a size taken once; other
+    processes on the GPU (trainers, another server) take and give back memory as they go, and when the budget was
+    all there was, evaluations beside them ran out of memory (the learning run, docs/sandbox.md). So an
+    evaluation also waits, before its executor starts, until the device has its estimate and `margin` free
+    beyond what this lane's running evaluations were admitted with (`admitted`): those may not have allocated
+    theirs yet, and counting what they did allocate twice is the safe side. Waits poll the device (no process
+    says when it frees memory), are cancellable and end after `wait_s` with MemoryShort. `read` None (the
+    interpreter, or no NVML): no condition.
+    """
+
+    poll_s = 0.5
+
+    def __init__(self, read: Callable[[], DeviceMemory | None] | None, margin: int, wait_s: float):
+        self.watching = read is not None
+        self.read: Callable[[], DeviceMemory | None] = read or (lambda: None)
+        self.margin = margin
+        self.wait_s = wait_s
+        self._admitted = 0
+        self._cond = threading.Condition()
+
+    @contextlib.contextmanager
+    def admitted(self, nbytes: int, cancelled: Callable[[], bool] = lambda: False) -> Iterator[MemoryWait]:
+        """Held while the work runs: entered once the device has `nbytes` and the margin free beyond the other
+        admitted work."""
+        with self._cond:
+            wait = self._wait(lambda: self._admitted + nbytes + self.margin, cancelled)
+            self._admitted += nbytes
+        try:
+            yield wait
+        finally:
+            with self._cond:
+                self._admitted -= nbytes
+                self._cond.notify_all()
+
+    def wait_free(self, nbytes: int, cancelled: Callable[[], bool] = lambda: False) -> MemoryWait:
+        """Until the device has `nbytes` and the margin free: for a process that holds the rest of what it needs
+        and was refused `nbytes` (a judge out of memory)."""
+        memory = self.read()
+        if memory is not None and nbytes + self.margin > memory.total:
+            raise MemoryShort(nbytes + self.margin, memory, 0.0)  # never: no use waiting
+        with self._cond:
+            return self._wait(lambda: nbytes + self.margin, cancelled)
+
+    def _wait(self, needed: Callable[[], int], cancelled: Callable[[], bool]) -> MemoryWait:
+        """Called with the lock held (released while it waits)."""
+        started = time.monotonic()
+        first: DeviceMemory | None = None  # when the wait began
+        while True:
+            memory = self.read()
+            waited = time.monotonic() - started
+            if memory is None or memory.free >= needed():
+                if first is not None:
+                    log.info("GPU memory: %s free after %.1f s", gigabytes(needed()), waited)
+                seen = first or memory
+                return MemoryWait(waited, needed(), None if seen is None else seen.free)
+            if waited >= self.wait_s:
+                raise MemoryShort(needed(), memory, waited)
+            if cancelled():
+                raise TimeoutError("cancelled while waiting for free GPU memory")
+            if first is None:
+                first = memory
+                log.warning("waiting for GPU memory: %s needed, %s free of %s", gigabytes(needed()),
+                            gigabytes(memory.free), gigabytes(memory.total))
+            self._cond.wait(timeout=self.poll_s)

@@ -119,6 +119,57 @@ def test_large_outputs_go_to_the_judge_through_cuda_ipc(gpu_lane):
     assert wrong.status == Status.INCORRECT, wrong.error
 
 
+# Another process on the GPU: takes all but `leave` bytes of what is free (again for a second: memory others give
+# back meanwhile, as an executor emptying its cache after a job, is taken too), says so, and lets go when its
+# stdin gives it a line or closes.
+_FILLER = """
+import sys, time, torch
+leave, blocks = int(sys.argv[1]), []
+for _ in range(5):
+    free, _ = torch.cuda.mem_get_info()
+    if free > leave:
+        blocks.append(torch.empty(free - leave, dtype=torch.uint8, device="cuda"))
+    time.sleep(0.2)
+print("filled", flush=True)
+sys.stdin.readline()
+"""
+
+
+def test_an_evaluation_waits_while_another_process_holds_the_gpu_s_memory_and_then_passes(gpu_lane, caplog):
+    import logging
+    import subprocess
+    import sys
+    import threading
+    import time
+
+    untimed = dataclasses.replace(OPTIONS, time=False)
+    first = evaluate(LARGE, CORRECT, untimed, gpu_lane)  # the task prepared, an executor ready: none needs more
+    assert first.status == Status.OK, first.error
+    # The task's estimate (about 4.2 GB: 512 MB of inputs, 256 MB of outputs per trial) does not fit in 1 GiB.
+    caplog.set_level(logging.INFO, logger="sandbox_service.worker.pool")
+    caplog.clear()
+    filler = subprocess.Popen([sys.executable, "-c", _FILLER, str(1 << 30)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert filler.stdout.readline().strip() == "filled"
+        results = []
+        evaluation = threading.Thread(target=lambda: results.append(evaluate(LARGE, CORRECT, untimed, gpu_lane)))
+        evaluation.start()
+        deadline = time.monotonic() + 30
+        while not any("waiting for GPU memory" in r.getMessage() for r in caplog.records):
+            assert time.monotonic() < deadline and evaluation.is_alive(), results and results[0].error
+            time.sleep(0.1)
+        time.sleep(2.0)
+        filler.stdin.close()  # the other process lets go of the memory
+        filler.wait(timeout=30)
+        evaluation.join(timeout=60)
+    finally:
+        filler.kill()
+    assert results and results[0].status == Status.OK, results and results[0].error
+    memory = next(layer for layer in results[0].layers if layer.name == "memory")
+    assert memory.duration_s >= 2.0 and "was free on the GPU" in memory.detail, memory
+
+
 # Real IPC handles of the candidate's own tensor, with a storage that claims more than its allocation:
 # torch trusts those numbers, and before the check a judge that read them hit an illegal address (its CUDA
 # context lost, the judge restarted) or could be pointed at its own memory.

@@ -38,6 +38,8 @@ def _honest(schema) -> dict[str, dict]:
         "compile_error": {"phase": "import", "error": "SyntaxError"},
         "runtime_error": {"phase": "default trial 0", "error": "boom"},
         "internal_error": {"error": "Traceback"},
+        "out_of_memory": {"error": "CUDA out of memory. Tried to allocate 2.00 GiB", "held": 1 << 30,
+                          "requested": 2 << 30},
     }
 
 
@@ -80,7 +82,13 @@ BROKEN = [
     ("a build source too large", "build_request", {"source": "x" * (messages.MAX_BUILD_SOURCE + 1)},
      messages.CHANNEL_RULE),
     ("an error that is not text", "runtime_error", {"error": {"status": "ok"}}, messages.CHANNEL_RULE),
+    ("memory held below zero", "out_of_memory", {"held": -1}, messages.CHANNEL_RULE),
+    ("nothing refused", "out_of_memory", {"requested": 0}, messages.CHANNEL_RULE),
 ]
+
+
+def test_an_out_of_memory_that_does_not_say_what_was_refused_passes(schema):
+    assert schema.check(_message("out_of_memory", {"error": "CUDA error: out of memory", "held": 0}))
 
 
 @pytest.mark.parametrize("name, kind, change, rule", BROKEN, ids=[b[0] for b in BROKEN])

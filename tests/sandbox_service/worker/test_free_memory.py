@@ -1,0 +1,88 @@
+"""Work starts on a shared GPU only when the device has its memory free now: it waits (cancellable, bounded)
+while other processes hold the memory, and counts what the lane's running work was admitted with."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from sandbox_service.devices import DeviceMemory
+from sandbox_service.worker.pool import FreeMemory, MemoryShort
+
+GB = 10**9
+TOTAL = 80 * GB
+
+
+class Gpu:
+    """A stand-in for NVML's reading of a GPU that other processes share: `free` is what they leave."""
+
+    def __init__(self, free: int):
+        self.free = free
+
+    def read(self) -> DeviceMemory:
+        return DeviceMemory(self.free, TOTAL)
+
+    def later(self, seconds: float, free: int) -> None:
+        threading.Timer(seconds, lambda: setattr(self, "free", free)).start()
+
+
+def gate(gpu: Gpu, wait_s: float = 30.0) -> FreeMemory:
+    memory = FreeMemory(gpu.read, margin=1 * GB, wait_s=wait_s)
+    memory.poll_s = 0.02
+    return memory
+
+
+def test_work_that_fits_starts_at_once():
+    with gate(Gpu(free=10 * GB)).admitted(4 * GB) as wait:
+        assert wait.seconds < 0.5 and wait.needed == 5 * GB and wait.free == 10 * GB
+
+
+def test_work_waits_until_other_processes_give_the_memory_back():
+    gpu = Gpu(free=2 * GB)
+    gpu.later(0.5, free=20 * GB)
+    with gate(gpu).admitted(4 * GB) as wait:
+        assert wait.seconds >= 0.4 and wait.free == 2 * GB
+        assert "until 5.0 GB was free on the GPU (2.0 GB at first)" in wait.describe()
+
+
+def test_admitted_work_counts_against_the_next_until_it_ends():
+    # The first may not have allocated its memory yet: the device's reading alone would let both in.
+    memory = gate(Gpu(free=10 * GB))
+    first = memory.admitted(6 * GB)
+    first.__enter__()
+    threading.Timer(0.5, lambda: first.__exit__(None, None, None)).start()
+    started = time.monotonic()
+    with memory.admitted(6 * GB):
+        assert time.monotonic() - started >= 0.4
+
+
+def test_memory_that_stays_taken_ends_the_wait_with_what_was_free_and_needed():
+    with pytest.raises(MemoryShort) as short:
+        with gate(Gpu(free=2 * GB), wait_s=0.3).admitted(4 * GB):
+            pass
+    assert short.value.needed == 5 * GB
+    assert "did not have 5.0 GB free for 0 s (2.0 GB free of 80.0 GB at last)" in str(short.value)
+
+
+def test_a_cancelled_wait_stops():
+    cancel = threading.Event()
+    threading.Timer(0.2, cancel.set).start()
+    with pytest.raises(TimeoutError, match="cancelled"):
+        with gate(Gpu(free=0)).admitted(4 * GB, cancel.is_set):
+            pass
+
+
+def test_a_refused_allocation_larger_than_the_device_is_not_waited_for():
+    started = time.monotonic()
+    with pytest.raises(MemoryShort, match="the GPU has 80.0 GB in all, less than the 101.0 GB needed"):
+        gate(Gpu(free=70 * GB)).wait_free(100 * GB)
+    assert time.monotonic() - started < 1.0
+
+
+def test_without_a_reading_nothing_waits():
+    memory = FreeMemory(None, margin=1 * GB, wait_s=30.0)
+    assert not memory.watching
+    with memory.admitted(1000 * GB) as wait:
+        assert wait.free is None
