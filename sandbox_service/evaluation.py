@@ -51,6 +51,11 @@ REFERENCE_TIMING_TIMEOUT_S = 600.0
 # Between tries of a judge, or an executor, out of GPU memory because other processes held it (load, not a
 # verdict); each try also waits for the memory first (lane.free_memory).
 MEMORY_WAITS_S = (2.0, 5.0, 10.0, 20.0)
+# An executor's allocations are capped at this many times its evaluation's share (the task's estimate, with which
+# it was admitted): a program holding far beyond its share is refused in its own executor, its own out-of-memory,
+# instead of starving the lane's other evaluations (red team 10); twice, because the estimate was sized on the
+# in-process design's candidates and no GPU has run an honest full-size kernel under a tighter cap yet.
+EXECUTOR_MEMORY_FACTOR = 2
 MAX_BUILDS = 64  # trusted launcher builds (and cubins) per evaluation; beyond, a runtime error
 # A candidate's frames: the largest it sends honestly is a build request (C source of at most 1 MB).
 CANDIDATE_FRAME_BYTES = 4 << 20
@@ -821,6 +826,7 @@ class _Evaluation:
                         self._start_executor(prepared, program, constants, cancelled)
                     return
                 except _LoadShortage as shortage:
+                    self._failed_before_shortage(shortage)
                     del self.result.layers[layers:]  # the attempt's own layers; the next one reports its own
                     self._next_attempt()
                     if pause is None:
@@ -835,9 +841,18 @@ class _Evaluation:
         finally:
             tracer.close(wait=False)  # its folder (the constants) goes with it
 
+    def _failed_before_shortage(self, shortage: _LoadShortage) -> None:
+        """A trial the judge already found wrong stands, whatever came after it: a retry is not a new chance."""
+        first = next((f"input set {s} trial {t}: {c['message']}" for (s, t), c in sorted(self.trials.items())
+                      if not c["passed"]), None)
+        if first is not None:
+            raise _Finish(Status.INCORRECT, f"{first} (then {shortage})")
+
     def _next_attempt(self) -> None:
         """After a load out-of-memory: the executor goes (a process whose allocation failed is not trusted with
-        another job), and the trials start over, on new seeds."""
+        another job), and the trials start over on the same seeds (a fresh executor keeps nothing of the last
+        one's): a kernel that could make an out-of-memory when it sees inputs it would get wrong draws no other
+        inputs by it (red team 10)."""
         self.lane.executors.discard(self.executor)
         if self.messages is not None:
             self.messages.close()
@@ -847,7 +862,6 @@ class _Evaluation:
         self.handover_changed.clear()
         self.seen.clear()
         self.builds = {"build_request": 0, "ptxas_request": 0}
-        self.trial_seeds = fresh_trial_seeds(len(self.trial_seeds), self.options.trials)
         self.result.compiled, self.result.triton_launches = False, 0
         self.result.trials_passed, self.result.max_abs_error = 0, None
 
@@ -875,7 +889,8 @@ class _Evaluation:
         self.outputs_dir = os.path.realpath(outputs)
         job = {**self._job(), "program": program, "folder": str(self.folder),
                "constants_path": str(self.folder / CONSTANTS_FILE), "trial_key": self.lane.trial_key,
-               "trial_seeds": self.trial_seeds, "max_timing_checks": MAX_TIMING_CHECKS if self.timing_checks else 0}
+               "trial_seeds": self.trial_seeds, "max_timing_checks": MAX_TIMING_CHECKS if self.timing_checks else 0,
+               "memory_cap_bytes": EXECUTOR_MEMORY_FACTOR * self.estimate}
         check = schema.Schema(len(self.problem.input_sets) + 1, self.options.trials, self.outputs_dir,
                               self.ipc_min_bytes, timing_checks=MAX_TIMING_CHECKS if self.timing_checks else 0).check
         executor.receiver.max_bytes = CANDIDATE_FRAME_BYTES

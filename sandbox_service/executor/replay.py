@@ -43,6 +43,31 @@ def _operator(name: str):
     return overload_fn
 
 
+def _takes_tensors(kind) -> bool:
+    """Whether an argument of this schema type holds tensors (Tensor, Tensor?, Tensor[], Tensor?[]): anywhere
+    else a tensor would be read to the host by torch's argument parser (an int size, a Scalar)."""
+    while isinstance(kind, (torch._C.OptionalType, torch._C.ListType)):
+        kind = kind.getElementType()
+    return isinstance(kind, torch._C.TensorType)
+
+
+def _check_tensor_positions(fn, name: str, step: dict) -> None:
+    """A program's tensors go only where the operator takes tensors: a tensor handed to an int or Scalar argument
+    is its value read to the host (a size a kernel chose, trial by trial: red team 10), which the interface
+    never does. An honest trace records no such thing (the tracer has no values to read)."""
+    schema = getattr(fn, "_schema", None)
+    if schema is None:
+        return
+    positional = [a for a in schema.arguments if not a.kwarg_only]
+    by_name = {a.name: a for a in schema.arguments}
+    for index, value in enumerate(step["args"]):
+        if refs_in(value) and (index >= len(positional) or not _takes_tensors(positional[index].type)):
+            raise ProgramError(f"operator {name}: a tensor where argument {index} takes no tensor")
+    for key, value in step["kwargs"].items():
+        if refs_in(value) and (key not in by_name or not _takes_tensors(by_name[key].type)):
+            raise ProgramError(f"operator {name}: a tensor where argument {key!r} takes no tensor")
+
+
 def dtype(name: str) -> torch.dtype:
     if name not in _DTYPES:
         raise ProgramError(f"no dtype {name!r}")
@@ -132,6 +157,7 @@ class Replay:
         self._outputs = self._compiler(self.outputs)
 
     def _op_step(self, fn, name: str, step: dict):
+        _check_tensor_positions(fn, name, step)
         args, kwargs = self._compiler(step["args"]), self._compiler_kwargs(step["kwargs"])
         bind, allocates = step["out"], name in _UNINITIALISED_ALLOCATIONS
         call = getattr(fn, "_op", fn)  # the operator itself, without OpOverload.__call__'s frame

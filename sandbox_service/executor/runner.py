@@ -97,12 +97,21 @@ def run(job: dict, emit: Emit, control: Receiver) -> None:
     device = harness.device_for(job["backend"])
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
+        cap_memory(device, int(job.get("memory_cap_bytes") or 0))
     try:
         _run(job, emit, control, device)
     except BaseException as exc:  # noqa: BLE001 - out of memory is reported; anything else goes on up
         if not harness.out_of_memory(exc):
             raise
         report_out_of_memory(emit, exc, device)
+
+
+def cap_memory(device: torch.device, cap_bytes: int) -> None:
+    """Hold this job's allocations to its evaluation's share (the task's estimate, with which the server admitted
+    it): beyond, the allocator refuses them here, the candidate's own out-of-memory, instead of taking memory the
+    lane's other evaluations were admitted with (red team 10). 0: no cap."""
+    total = torch.cuda.get_device_properties(device).total_memory
+    torch.cuda.set_per_process_memory_fraction(min(1.0, cap_bytes / total) if cap_bytes > 0 else 1.0, device)
 
 
 def report_out_of_memory(emit: Emit, exc: BaseException, device: torch.device) -> None:

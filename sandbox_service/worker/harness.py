@@ -561,15 +561,23 @@ _REFUSED = re.compile(r"Tried to allocate ([0-9.]+) (bytes|KiB|MiB|GiB|TiB)")
 _UNITS = {"bytes": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
 
 
+# What Triton's launcher raises when the driver refuses memory (loading a kernel's module at its first launch):
+# its prefix and the driver's own name for CUDA_ERROR_OUT_OF_MEMORY, and nothing else.
+TRITON_OUT_OF_MEMORY = "Triton Error [CUDA]: out of memory"
+
+
 def out_of_memory(exc: BaseException) -> bool:
-    """CUDA's out-of-memory: torch's allocator refusing an allocation, or the driver's own (a kernel's module
-    loaded at its first launch, a library's workspace)."""
+    """CUDA's out-of-memory, told by what raised it, never by words in a message (an operator's error can echo a
+    string of the candidate's program: red team 10): torch's allocator refusing an allocation, or Triton's
+    launcher reporting the driver's own refusal, whole."""
     return isinstance(exc, torch.cuda.OutOfMemoryError) or (
-        isinstance(exc, RuntimeError) and "out of memory" in str(exc))
+        type(exc) is RuntimeError and str(exc).strip() == TRITON_OUT_OF_MEMORY)
 
 
 def refused_bytes(exc: BaseException) -> int | None:
     """The allocation torch's caching allocator refused ("Tried to allocate 6.00 GiB", rounded as it prints it);
     None when the error does not say (the driver's own)."""
+    if not isinstance(exc, torch.cuda.OutOfMemoryError):
+        return None
     found = _REFUSED.search(str(exc))
     return None if found is None else int(float(found.group(1)) * _UNITS[found.group(2)])

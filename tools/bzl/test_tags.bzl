@@ -23,6 +23,7 @@ TEST_TAGS = {
     "tests/jaxrl/training/test_multihost.py": ["slow"],
     "tests/jaxrl/training/test_multiprocess.py": ["slow"],
     "tests/jaxrl/training/test_sft_gpu.py": ["gpu"],
+    "tests/sandbox_service/attacks/test_attack_redteam10.py": ["gpu"],
     "tests/sandbox_service/executor/test_scrub.py": ["gpu"],
     "tests/sandbox_service/executor/test_timing_inputs.py": ["gpu"],
     "tests/sandbox_service/inductor/test_inductor_call.py": ["slow"],
