@@ -53,6 +53,16 @@ def trace(folder: Path, properties: dict) -> dict:
     return json.loads((folder / "program.json").read_text())
 
 
+def traced(root: Path, case, properties: dict) -> tuple[Path, dict]:
+    """`case`'s reference and candidate written to a folder of their own under `root`, and the candidate's
+    launch program (`trace`)."""
+    folder = root / f"{case.problem}_{case.variant}"
+    folder.mkdir()
+    (folder / "reference.py").write_text(case.reference)
+    (folder / "candidate.py").write_text(case.candidate)
+    return folder, trace(folder, properties)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=100)
@@ -75,11 +85,7 @@ def main() -> None:
     rows = []
     with tempfile.TemporaryDirectory(prefix="tritonrl-replay-") as tmp:
         for index, case in enumerate(cases("gpu")):
-            folder = Path(tmp) / f"{case.problem}_{case.variant}"
-            folder.mkdir()
-            (folder / "reference.py").write_text(case.reference)
-            (folder / "candidate.py").write_text(case.candidate)
-            program = trace(folder, properties)
+            folder, program = traced(Path(tmp), case, properties)
             reference = harness.load_module(folder / "reference.py", f"reference_{index}")
             candidate = harness.load_module(folder / "candidate.py", f"candidate_{index}")
             module = kernel_module.load_kernels(program["kernels"], folder, f"kernels_{index}")

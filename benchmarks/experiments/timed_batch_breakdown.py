@@ -27,7 +27,7 @@ for path in (REPO_ROOT, REPO_ROOT / "benchmarks"):
     if str(path) not in sys.path:
         sys.path.insert(0, str(path))
 
-from replay_overhead import trace  # noqa: E402
+from replay_overhead import traced  # noqa: E402
 from rl_problems import cases  # noqa: E402
 
 
@@ -146,11 +146,7 @@ def main() -> None:
         chosen = [c for c in cases("gpu") if (c.problem, c.variant) in wanted]
         programs = []
         for case in chosen:  # all traced first: a sealed process starts no other
-            folder = Path(tmp) / f"{case.problem}_{case.variant}"
-            folder.mkdir()
-            (folder / "reference.py").write_text(case.reference)
-            (folder / "candidate.py").write_text(case.candidate)
-            programs.append((folder, trace(folder, properties)))
+            programs.append(traced(Path(tmp), case, properties))
         for index, (case, (folder, program)) in enumerate(zip(chosen, programs)):
             rows.append(measure(index, case, folder, program))
         if args.jail:  # everything is compiled by now: a sealed process starts no compiler

@@ -25,7 +25,7 @@ for path in (REPO_ROOT, REPO_ROOT / "benchmarks"):
     if str(path) not in sys.path:
         sys.path.insert(0, str(path))
 
-from replay_overhead import trace  # noqa: E402
+from replay_overhead import traced  # noqa: E402
 from rl_problems import cases  # noqa: E402
 
 LENGTHS = (30, 100)
@@ -52,11 +52,7 @@ def main() -> None:
     rows = []
     with tempfile.TemporaryDirectory(prefix="tritonrl-precision-") as tmp:
         for index, case in enumerate(c for c in cases("gpu") if (c.problem, c.variant) in wanted):
-            folder = Path(tmp) / f"{case.problem}_{case.variant}"
-            folder.mkdir()
-            (folder / "reference.py").write_text(case.reference)
-            (folder / "candidate.py").write_text(case.candidate)
-            program = trace(folder, properties)
+            folder, program = traced(Path(tmp), case, properties)
             reference = harness.load_module(folder / "reference.py", f"reference_{index}")
             module = kernel_module.load_kernels(program["kernels"], folder, f"kernels_{index}")
             replay = Replay(program["sets"][0], module, {}, device, Policy.STRICT)

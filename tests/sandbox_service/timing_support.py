@@ -1,5 +1,6 @@
-"""`_Evaluation._time` driven with stand-ins: no executor, no judge, no GPU; each timed batch reports a given
-executor figure, and the server's clock a given time per call beyond the empty batch's."""
+"""Timing driven with stand-ins, without a GPU: `time_on_the_cpu` makes timing.time_cuda's calls in its order;
+`time_with` drives `_Evaluation._time` with no executor and no judge, each timed batch reporting a given executor
+figure, and the server's clock a given time per call beyond the empty batch's."""
 
 from __future__ import annotations
 
@@ -9,6 +10,19 @@ import types
 from sandbox_service.evaluation import EXPECTED_TIMING_CHECKS, _Evaluation
 from sandbox_service.options import EvalOptions
 from sandbox_service.results import EvalResult, Status, TimingStats
+
+def time_on_the_cpu(fn, *, warmup, runs, method, before_run=None):
+    """timing.time_cuda's calls in its order, without CUDA."""
+    from sandbox_service import timing
+
+    before_run(0)
+    for _ in range(warmup):
+        fn()
+    for i in range(runs):
+        before_run(i)
+        fn()
+    return timing.summarize([1.0] * runs, method)
+
 
 CALLS_S = 100e-6  # the batch's own cost per call (what the empty batch measures)
 REFERENCE_US = 400.0

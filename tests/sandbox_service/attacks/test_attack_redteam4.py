@@ -64,7 +64,7 @@ import pytest
 import torch
 
 from sandbox_service.executor import runner
-from sandbox_service.worker import harness
+from timing_support import time_on_the_cpu
 
 # -- the executor's timing batch ------------------------------------------------------------------------------------
 
@@ -75,24 +75,11 @@ class Reference:
         return [torch.randn(64, 64)]
 
 
-def _time_on_the_cpu(fn, *, warmup, runs, method, before_run=None):
-    """timing.time_cuda's calls in its order, without CUDA."""
-    from sandbox_service import timing
-
-    before_run(0)
-    for _ in range(warmup):
-        fn()
-    for i in range(runs):
-        before_run(i)
-        fn()
-    return timing.summarize([1.0] * runs, method)
-
-
 def _batch(monkeypatch, checks: list[tuple[int, int]], replay_run, runs: int = 20) -> None:
     """One timed batch of `_time_checked` with these (run, seed) checks."""
     from sandbox_service import timing
 
-    monkeypatch.setattr(timing, "time_cuda", _time_on_the_cpu)
+    monkeypatch.setattr(timing, "time_cuda", time_on_the_cpu)
     monkeypatch.setattr(runner, "hand_over", lambda *args, **kwargs: None)
     job = {"timing_runs": runs, "warmup_runs": 3, "trial_key": "lane-secret", "max_timing_checks": len(checks),
            "trials": 5}

@@ -67,6 +67,7 @@ import torch
 from sandbox_service.evaluation import EXPECTED_TIMING_CHECKS, MAX_TIMING_CHECKS, timing_order
 from sandbox_service.executor import runner
 from sandbox_service.worker import harness
+from timing_support import time_on_the_cpu
 
 # -- the Mersenne Twister, as a kernel would compute it (integer arithmetic only) -------------------------------------
 
@@ -156,19 +157,6 @@ def _inputs_from(seed: int) -> torch.Tensor:
     return torch.randn(64, 64, generator=torch.Generator().manual_seed(seed))
 
 
-def _time_on_the_cpu(fn, *, warmup, runs, method, before_run=None):
-    """timing.time_cuda's calls in its order, without CUDA."""
-    from sandbox_service import timing
-
-    before_run(0)
-    for _ in range(warmup):
-        fn()
-    for i in range(runs):
-        before_run(i)
-        fn()
-    return timing.summarize([1.0] * runs, method)
-
-
 # FINDING run-seeds-predictable
 def test_earlier_runs_inputs_do_not_tell_a_kernel_which_later_runs_are_checked(monkeypatch):
     """One timed batch of 10,000 runs (an allowed timing_runs) on the server's own secrets (`timing_order`), run by
@@ -221,7 +209,7 @@ def test_earlier_runs_inputs_do_not_tell_a_kernel_which_later_runs_are_checked(m
         return [x * 2]
 
     handed: dict[int, list[torch.Tensor]] = {}
-    monkeypatch.setattr(timing, "time_cuda", _time_on_the_cpu)
+    monkeypatch.setattr(timing, "time_cuda", time_on_the_cpu)
     monkeypatch.setattr(harness, "synchronize", synchronize)
     monkeypatch.setattr(runner, "hand_over", lambda job, emit, control, outputs, set_index, trial, fingerprint:
                         handed.__setitem__(trial - trials, outputs))

@@ -6,6 +6,7 @@ import torch
 
 from sandbox_service.executor.runner import TimingInputs
 from sandbox_service.worker import harness
+from timing_support import time_on_the_cpu
 
 
 class Reference:
@@ -48,19 +49,6 @@ def test_the_checked_run_takes_the_judges_seed():
     assert torch.equal(inputs(4)[0], expected)
 
 
-def _time_on_the_cpu(fn, *, warmup, runs, method, before_run=None):
-    """timing.time_cuda's calls in its order, without CUDA."""
-    from sandbox_service import timing
-
-    before_run(0)
-    for _ in range(warmup):
-        fn()
-    for i in range(runs):
-        before_run(i)
-        fn()
-    return timing.summarize([1.0] * runs, method)
-
-
 def test_the_empty_batch_samples_its_checked_runs_as_the_timed_batch_does(monkeypatch):
     """A timed batch samples the outputs of its checked runs only, each once its run is over (inside the
     server's clock); the empty batch the server subtracts samples an output of the task's size after the runs
@@ -87,7 +75,7 @@ def test_the_empty_batch_samples_its_checked_runs_as_the_timed_batch_does(monkey
 
     monkeypatch.setattr(runner.TimingInputs, "__call__", make)
     monkeypatch.setattr(harness, "sample_indices", sample_indices)
-    monkeypatch.setattr(timing, "time_cuda", _time_on_the_cpu)
+    monkeypatch.setattr(timing, "time_cuda", time_on_the_cpu)
     monkeypatch.setattr(runner, "hand_over", lambda *args, **kwargs: None)
     job = {"timing_runs": 20, "warmup_runs": 3, "trial_key": "k", "max_timing_checks": 2, "trials": 2}
     replay = types.SimpleNamespace(run=lambda inputs: [inputs[0] * 2])
@@ -113,7 +101,7 @@ def test_several_checked_runs_are_handed_to_the_judge_in_order(monkeypatch):
     from sandbox_service.executor import runner
 
     handed = {}
-    monkeypatch.setattr(timing, "time_cuda", _time_on_the_cpu)
+    monkeypatch.setattr(timing, "time_cuda", time_on_the_cpu)
     monkeypatch.setattr(runner, "hand_over", lambda job, emit, control, tensors, set_index, trial, fingerprint:
                         handed.update({trial: tensors[0]}))
     job = {"timing_runs": 20, "warmup_runs": 3, "trial_key": "k", "max_timing_checks": 3,
