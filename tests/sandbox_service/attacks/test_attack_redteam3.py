@@ -57,7 +57,6 @@ from sandbox_service.interface.program import ProgramError, check_program
 from sandbox_service.options import CandidateFormat, Policy
 from sandbox_service.results import EvalResult, Status
 from sandbox_service.verifier.format import check_format
-from sandbox_service.worker import harness
 from tritonrl.sandbox.v1 import sandbox_pb2 as pb
 from tritonrl.sandbox.v1 import sandbox_pb2_grpc as pb_grpc
 
