@@ -1,9 +1,9 @@
 """The learning demonstration's figures and tables: training curves as PNG files, and the comparison of
 models (untrained, SFT, GRPO+HRD, GRPO uniform) on every evaluation set.
 
-    python -m jaxrl.evaluation.learning_report --sft runs/learn-sft --grpo hrd=runs/learn-grpo-hrd \
-        --grpo uniform=runs/learn-grpo-uniform --eval untrained:heldout=runs/learn-eval-base-heldout ... \
-        --out docs/learning
+    python -m jaxrl.evaluation.learning_report --sft runs/issue21-sft --grpo grpo_hrd=runs/issue21-grpo-hrd \
+        --grpo grpo_uniform=runs/issue21-grpo-uniform \
+        --eval "untrained:A (temperature 0)=runs/issue21-eval-untrained-A-greedy" ... --out docs/learning
 
 Inputs are the run folders the commands write (`metrics.jsonl` of `sft`/`grpo`, `metrics.json` and
 `samples.jsonl` of `eval`); outputs are PNG plots and `comparison.md`. matplotlib draws off-screen (Agg).
@@ -142,7 +142,7 @@ def _pct(value: float | None) -> str:
 def comparison_table(evals: Mapping[str, Mapping[str, Path]], k: int | None = None) -> str:
     """Markdown: one table per evaluation set, one row per model. Infra errors (the sandbox failed, not the
     model) are counted apart: a set with many of them measured the machine, not the model."""
-    sets = sorted({s for per_set in evals.values() for s in per_set}, key=lambda s: (s != "heldout", s))
+    sets = sorted({s for per_set in evals.values() for s in per_set})
     lines = []
     for eval_set in sets:
         columns = ["model", "problems", "samples", *COMPARISON_METRICS, *([f"correct@{k}"] if k else []),
@@ -187,8 +187,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--sft", type=Path, help="the SFT run folder")
     parser.add_argument("--grpo", action="append", default=[], help="ARM=RUN_DIR of a GRPO run (repeatable)")
     parser.add_argument("--eval", action="append", default=[],
-                        help="MODEL:SET=RUN_DIR of an eval run (repeatable), e.g. sft:heldout=runs/eval-sft-heldout")
-    parser.add_argument("--family-set", default="heldout", help="the evaluation set of the per-family table")
+                        help="MODEL:SET=RUN_DIR of an eval run (repeatable), e.g. sft:A=runs/issue21-eval-sft-A")
+    parser.add_argument("--family-set", default="A (temperature 0)",
+                        help="the evaluation set (its label in --eval) of the per-family table")
     parser.add_argument("--k", type=int, help="also report correct@k")
     parser.add_argument("--out", type=Path, required=True, help="folder for the PNG files and comparison.md")
     args = parser.parse_args(argv)

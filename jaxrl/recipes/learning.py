@@ -1,14 +1,20 @@
-"""The learning demonstration's stages, in order, each one `python -m jaxrl.main` command in its own process:
+"""The learning demonstration of issue 21, its stages in order, each one command in its own process:
 
-    data        the data engine's build (configs/learning/data.yaml)
-    eval-base   the untrained model on every evaluation set
-    sft         SFT of SmolLM2-135M on the verified pairs
+    data        the data engine's build (configs/learning/issue21_data.yaml: format 2, with the rl split)
+    evalsets    evaluation sets A, B, C (jaxrl.data.engine.evalsets), checked against evalsets.lock.json
+    eval-base   the untrained model on every evaluation set (A-E)
+    sft         SFT of SmolLM2-135M on the verified pairs (configs/learning/issue21_sft.yaml)
     eval-sft    the SFT policy on every evaluation set
     grpo        GRPO with HRD and GRPO with the uniform reward, from the SFT policy, side by side
     eval-grpo   both GRPO policies on every evaluation set
     report      plots and the comparison table (jaxrl.evaluation.learning_report)
 
-    python -m jaxrl.recipes.learning [--stages data,eval-base+sft,eval-sft/greedy,...] [--set key=value ...]
+    python -m jaxrl.recipes.learning [--stages data,evalsets,eval-base+sft,eval-sft/greedy,...] [--set key=value ...]
+
+The evaluation sets: A (new compositions of trained operators), B (never-trained operators, their math written
+out), C (B's operators by name), D (KernelBench level 1 in scope), E (KernelBench level 2, greedy only). A, B and
+C are built into `<output root>/evalsets` and every evaluation of them first checks the files against the lock's
+digests, so what is evaluated is the set fixed before any training.
 
 The default order puts what the targets rest on first: the untrained model is evaluated while SFT trains
 (`+` runs stages side by side), the greedy evaluations (correct at temperature 0) come before GRPO, and the
@@ -33,12 +39,16 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from jaxrl.data.engine.evalsets import check_files
+
 CONFIGS = Path(__file__).resolve().parents[2] / "configs" / "learning"
-RUN_NAMES = {"data.yaml": "data-learn", "sft_smollm2.yaml": "learn-sft", "grpo_hrd_smollm2.yaml": "learn-grpo-hrd",
-             "grpo_uniform_smollm2.yaml": "learn-grpo-uniform"}  # the configs' run.name
-SFT_CONFIG = "sft_smollm2.yaml"
-STAGES = ("data", "eval-base", "sft", "eval-sft", "grpo", "eval-grpo", "report")
-ARMS = {"hrd": "grpo_hrd_smollm2.yaml", "uniform": "grpo_uniform_smollm2.yaml"}
+DATA_CONFIG = "issue21_data.yaml"
+SFT_CONFIG = "issue21_sft.yaml"
+ARMS = {"grpo_hrd": "issue21_grpo_hrd.yaml", "grpo_uniform": "issue21_grpo_uniform.yaml"}
+RUN_NAMES = {DATA_CONFIG: "data-issue21", SFT_CONFIG: "issue21-sft", ARMS["grpo_hrd"]: "issue21-grpo-hrd",
+             ARMS["grpo_uniform"]: "issue21-grpo-uniform"}  # the configs' run.name
+EVALSETS_DIR = "evalsets"  # A.jsonl, B.jsonl, C.jsonl under the output root
+STAGES = ("data", "evalsets", "eval-base", "sft", "eval-sft", "grpo", "eval-grpo", "report")
 # Each evaluation set with its decodings: `greedy` is one sample at temperature 0 (correct at temperature 0),
 # `sampled` the config's k samples at temperature 0.7 (pass@k). Level 2 is for the record: greedy only.
 GREEDY, SAMPLED = "greedy", "sampled"
@@ -47,7 +57,11 @@ DECODING_OVERRIDES = {GREEDY: ("sampling.temperature=0.0", "sampling.num_samples
 
 @dataclasses.dataclass(frozen=True)
 class EvalSet:
+    """An evaluation set: its eval config, the evalsets file it reads (A, B, C; None: the config's own tasks)
+    and its decodings."""
+
     config: str
+    built: str | None = None
     decodings: tuple[str, ...] = (GREEDY, SAMPLED)
 
 
@@ -57,8 +71,9 @@ class EvalSet:
 # evaluations (docs/learning.md, Results).
 SANDBOX_MEMORY_FRACTION = "0.35"
 REPORT_K = 4  # the sampled evaluations' samples per task (configs/learning/eval_heldout.yaml), reported as pass@k
-EVAL_SETS = {"heldout": EvalSet("eval_heldout.yaml"), "kbl1": EvalSet("eval_kernelbench_l1.yaml"),
-             "kbl2": EvalSet("eval_kernelbench_l2.yaml", (GREEDY,))}
+EVAL_SETS = {"A": EvalSet("issue21_eval_abc.yaml", "A"), "B": EvalSet("issue21_eval_abc.yaml", "B"),
+             "C": EvalSet("issue21_eval_abc.yaml", "C"), "D": EvalSet("issue21_eval_kbl1.yaml"),
+             "E": EvalSet("issue21_eval_kbl2.yaml", decodings=(GREEDY,))}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,7 +82,7 @@ class Plan:
 
     output_root: Path
     overrides: tuple[str, ...] = ()
-    base_model: str = "smollm2-135m"  # what SFT starts from and "base" means in the evaluation
+    base_model: str = "smollm2-135m"  # what SFT starts from and "untrained" means in the evaluation
     eval_sets: tuple[str, ...] = tuple(EVAL_SETS)
     # JAX's cap on the GPU per process, by command (memory is taken as needed, not preallocated, so the
     # processes of a stage and the sandbox share one GPU).
@@ -81,6 +96,14 @@ class Plan:
         return self.output_root / name
 
     @property
+    def data_dir(self) -> Path:
+        return self.run_dir(RUN_NAMES[DATA_CONFIG])
+
+    @property
+    def evalsets_dir(self) -> Path:
+        return self.run_dir(EVALSETS_DIR)
+
+    @property
     def sft_dir(self) -> Path:
         return self.run_dir(RUN_NAMES[SFT_CONFIG])
 
@@ -90,7 +113,7 @@ class Plan:
 
 @dataclasses.dataclass(frozen=True)
 class Command:
-    """One `python -m jaxrl.main` process of a stage."""
+    """One process of a stage (`python -m jaxrl.main ...` or another module)."""
 
     argv: tuple[str, ...]
     kind: str  # data | sft | grpo | eval
@@ -103,11 +126,8 @@ class Command:
 
 def _command(plan: Plan, command: str, config: str, *extra: str, last: Sequence[str] = ()) -> Command:
     """The command; `extra` before the plan's overrides, `last` after them (it wins)."""
-    data = plan.run_dir("data-learn")
-    paths = {"sft": [f"sft.data={data / 'sft.jsonl'}"], "grpo": [f"grpo.dataset={data / 'rl_tasks.jsonl'}"],
-             "eval": [f"eval.dataset={data / 'rl_tasks.jsonl'}"] if config == EVAL_SETS["heldout"].config else []}
     argv = (sys.executable, "-m", "jaxrl.main", command, "--config", str(CONFIGS / config),
-            f"run.output_root={plan.output_root}", *paths.get(command, []), *extra, *plan.overrides, *last)
+            f"run.output_root={plan.output_root}", *extra, *plan.overrides, *last)
     names = [a.split("=", 1)[1] for a in (*extra, *last) if a.startswith("run.name=")]
     return Command(argv, command, names[-1] if names else RUN_NAMES.get(config, Path(config).stem))
 
@@ -173,7 +193,17 @@ def run_commands(commands: Sequence[Command], plan: Plan) -> list[str]:
 
 
 def eval_run_name(model: str, eval_set: str, decoding: str) -> str:
-    return f"learn-eval-{model}-{eval_set}" + ("" if decoding == SAMPLED else "-greedy")
+    return f"issue21-eval-{model}-{eval_set}" + ("" if decoding == SAMPLED else "-greedy")
+
+
+def _eval_tasks(plan: Plan, eval_set: str) -> tuple[str, ...]:
+    """The overrides that point an evaluation at its tasks: A, B and C at their built files, once these are
+    checked against the lock (ValueError otherwise); D and E at their configs' own KernelBench problems."""
+    built = EVAL_SETS[eval_set].built
+    if built is None:
+        return ()
+    check_files(plan.evalsets_dir, (built,))
+    return (f"eval.dataset={plan.evalsets_dir / (built + '.jsonl')}",)
 
 
 def _evals(plan: Plan, model: str, source: str, decodings: Sequence[str]) -> list[Command]:
@@ -184,14 +214,15 @@ def _evals(plan: Plan, model: str, source: str, decodings: Sequence[str]) -> lis
     if not todo:
         return []
     address = sandbox_address(plan)
-    return [_command(plan, "eval", EVAL_SETS[name].config, f"model.source={source}",
+    return [_command(plan, "eval", EVAL_SETS[name].config, *_eval_tasks(plan, name), f"model.source={source}",
                      f"run.name={eval_run_name(model, name, d)}", f"sandbox.targets=[{address}]", "--no-progress",
                      last=DECODING_OVERRIDES[d])
             for name, d in todo]
 
 
 def _model_sources(plan: Plan) -> dict[str, str]:
-    return {"base": plan.base_model, "sft": str(plan.sft_dir / "hf"), **{arm: str(plan.arm_dir(arm) / "hf") for arm in ARMS}}
+    return {"untrained": plan.base_model, "sft": str(plan.sft_dir / "hf"),
+            **{arm: str(plan.arm_dir(arm) / "hf") for arm in ARMS}}
 
 
 def parse_stage(stage: str) -> tuple[str, tuple[str, ...]]:
@@ -205,6 +236,17 @@ def parse_stage(stage: str) -> tuple[str, tuple[str, ...]]:
     return name, ((decoding,) if slash else (GREEDY, SAMPLED))
 
 
+def _evalsets_command(plan: Plan) -> list[Command]:
+    """Sets A, B and C built by their module (which checks them against the lock), unless already there and
+    matching it."""
+    try:
+        check_files(plan.evalsets_dir)
+        return []
+    except ValueError:
+        argv = (sys.executable, "-m", "jaxrl.data.engine.evalsets", "--out", str(plan.evalsets_dir), "--check")
+        return [Command(argv, "data", EVALSETS_DIR)]
+
+
 def stage_commands(stage: str, plan: Plan) -> list[Command]:
     """The commands of one stage that still have work to do. An evaluation stage may name one decoding
     (`eval-sft/greedy`); without it, both."""
@@ -212,12 +254,15 @@ def stage_commands(stage: str, plan: Plan) -> list[Command]:
     sft_hf = plan.sft_dir / "hf"
     sources = _model_sources(plan)
     if name == "data":
-        return [_command(plan, "data", "data.yaml")]
+        return [_command(plan, "data", DATA_CONFIG)]
+    if name == "evalsets":
+        return _evalsets_command(plan)
     if name == "sft":
         done = (sft_hf / "config.json").exists()
-        return [] if done else [_command(plan, "sft", SFT_CONFIG, f"model.source={plan.base_model}")]
+        return [] if done else [_command(plan, "sft", SFT_CONFIG, f"sft.data={plan.data_dir / 'sft.jsonl'}",
+                                         f"model.source={plan.base_model}")]
     if name in ("eval-base", "eval-sft"):
-        model = name.removeprefix("eval-")
+        model = "untrained" if name == "eval-base" else "sft"
         return _evals(plan, model, sources[model], decodings)
     if name == "eval-grpo":
         return [c for arm in ARMS for c in _evals(plan, arm, sources[arm], decodings)]
@@ -227,8 +272,9 @@ def stage_commands(stage: str, plan: Plan) -> list[Command]:
         if not todo:
             return []
         address = sandbox_address(plan)
-        return [_command(plan, "grpo", config, f"model.source={sft_hf}", f"model.tokenizer={sft_hf}",
-                         f"sandbox.targets=[{address}]") for _, config in todo]
+        return [_command(plan, "grpo", config, f"grpo.dataset={plan.data_dir / 'rl_tasks.jsonl'}",
+                         f"model.source={sft_hf}", f"model.tokenizer={sft_hf}", f"sandbox.targets=[{address}]")
+                for _, config in todo]
     return []  # report: not a command (run_stage makes it)
 
 
@@ -262,9 +308,10 @@ def stop_sandbox(plan: Plan) -> None:
 def _report(plan: Plan) -> None:
     from jaxrl.evaluation.learning_report import main as report
 
-    args = ["--sft", str(plan.sft_dir), "--out", str(plan.output_root / "learn-report"), "--k", str(REPORT_K)]
+    args = ["--sft", str(plan.sft_dir), "--out", str(plan.output_root / "issue21-report"), "--k", str(REPORT_K),
+            f"--family-set={plan.eval_sets[0]} (temperature 0)"]
     args += [f"--grpo={arm}={plan.arm_dir(arm)}" for arm in ARMS if (plan.arm_dir(arm) / "metrics.jsonl").exists()]
-    for model in ("base", "sft", *ARMS):
+    for model in _model_sources(plan):
         for eval_set in plan.eval_sets:
             for decoding in EVAL_SETS[eval_set].decodings:
                 run = plan.run_dir(eval_run_name(model, eval_set, decoding))
@@ -274,7 +321,8 @@ def _report(plan: Plan) -> None:
     report(args)
 
 
-DEFAULT_ORDER = "data,eval-base+sft,eval-sft/greedy,grpo,eval-grpo/greedy,eval-sft/sampled,eval-grpo/sampled,report"
+DEFAULT_ORDER = ("data,evalsets,eval-base+sft,eval-sft/greedy,grpo,eval-grpo/greedy,eval-sft/sampled,"
+                 "eval-grpo/sampled,report")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -290,7 +338,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--max-parallel", type=int, default=4, help="commands of one step running at once")
     parser.add_argument("--memory", action="append", default=[], metavar="KIND=FRACTION",
                         help="JAX's GPU cap for one kind of command (data, sft, grpo, eval), e.g. grpo=0.3")
-    parser.add_argument("--base-model", default="smollm2-135m", help="the model SFT starts from (and 'base')")
+    parser.add_argument("--base-model", default="smollm2-135m", help="the model SFT starts from (and 'untrained')")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override for every command")
     parser.add_argument("--keep-going", action="store_true",
                         help="go on to the next step when a command fails (unattended runs); exit 1 at the end")

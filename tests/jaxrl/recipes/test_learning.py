@@ -1,5 +1,5 @@
-"""The learning demonstration's whole path, tiny, on the CPU: data engine -> SFT -> GRPO (HRD and uniform)
--> evaluation -> plots, with a random 2-layer model and the Triton interpreter sandbox.
+"""The learning demonstration's whole path, tiny, on the CPU: issue 21's data build and evaluation sets -> SFT ->
+GRPO (HRD and uniform) -> evaluation -> plots, with a random 2-layer model and the Triton interpreter sandbox.
 
 It checks what the real run's conclusions rest on: the SFT loss falls, every GRPO sample has its rewards
 recorded, the plots and the comparison are written, and a stage resumed after an interruption gives the same
@@ -20,19 +20,23 @@ from jaxrl.recipes.learning import CONFIGS, Plan, run_stage, stop_sandbox
 
 pytestmark = pytest.mark.slow
 
-# data.rl_tasks=12: the RL file holds the first tasks in generation order, and decontamination against KernelBench
-# (when a copy is found) drops the first three (relu, leaky_relu, gelu); 12 tasks hold held-out families (selu,
-# hardswish) with or without a copy, so the held-out evaluation has tasks in a bare clone too.
+# The data build draws from four families whose first two shards hold train pairs, validation tasks (gelu_tanh and
+# validation recipes) and rl-split tasks (reduce_chain and softmax_chain recipes), with or without a KernelBench
+# copy to decontaminate against; data.rl_tasks=24 keeps every task of them. eval.per_family=1 evaluates one task
+# of each family of set A. GRPO samples without dynamic sampling: a random model's groups are all wrong, and
+# dynamic sampling would drop every one of them (it has its own tests).
 TINY = (
     "model.tokenizer=smollm2-135m", "model.dtype=float32", "model.param_dtype=float32",
     "model.attention_impl=reference",
-    "data.sft_pairs=24", "data.rl_tasks=12", "data.chunk_size=32", "data.validate_seeds=2",
+    "data.sft_pairs=8", "data.rl_tasks=24", "data.chunk_size=32", "data.validate_seeds=2",
+    "data.families=[relu,gelu_tanh,reduce_chain,softmax_chain]",
     "sft.epochs=50", "sft.max_steps=6", "sft.batch_size=2", "sft.micro_batch_rows=1", "sft.max_seq_len=2048",
     "sft.logits_chunk=512", "sft.eval_fraction=0.0", "sft.eval_every=0",
     "optim.learning_rate=3.0e-03", "optim.decay=constant", "optim.warmup_ratio=0.0",
     "checkpoint.every=3", "checkpoint.async_save=false",
     "grpo.max_steps=2", "grpo.group_size=2", "grpo.tasks_per_step=2", "grpo.tasks_per_call=2",
     "grpo.micro_batch_rows=2", "grpo.row_multiple=128", "grpo.logits_chunk=0", "grpo.timed=false",
+    "grpo.dynamic_sampling=false", "eval.per_family=1",
     "sampling.max_new_tokens=24", "sampling.max_prompt_tokens=2048", "sampling.batch_size=4",
     "sampling.num_samples=2", "eval.k=[1,2]", "sandbox.backend=interpreter", "sandbox.trials=1",
     "sandbox.timeout_s=120", "sandbox.max_concurrency=4",
@@ -42,10 +46,10 @@ TINY = (
 @pytest.fixture(scope="module")
 def learned(tmp_path_factory):
     root = tmp_path_factory.mktemp("learning")
-    plan = Plan(root, TINY, base_model="random:tiny_llama", eval_sets=("heldout",), sandbox_backend="interpreter",
+    plan = Plan(root, TINY, base_model="random:tiny_llama", eval_sets=("A",), sandbox_backend="interpreter",
                 sandbox_workers=2)
     try:
-        for stage in ("data", "sft", "grpo", "eval-grpo", "report"):
+        for stage in ("data", "evalsets", "sft", "grpo", "eval-grpo", "report"):
             run_stage(stage, plan)
     finally:
         stop_sandbox(plan)
@@ -57,36 +61,39 @@ def _metrics(run_dir: Path) -> list[dict]:
 
 
 def test_the_sft_loss_falls(learned):
-    losses = [r["train/loss"] for r in _metrics(learned.run_dir("learn-sft")) if "train/loss" in r]
+    losses = [r["train/loss"] for r in _metrics(learned.sft_dir) if "train/loss" in r]
     assert len(losses) == 6
     assert losses[-1] < 0.9 * losses[0]
 
 
 def test_every_grpo_sample_has_its_rewards_recorded(learned):
+    rows = [json.loads(line) for line in (learned.data_dir / "rl_tasks.jsonl").read_text().splitlines()]
+    rl_tasks = {r["task_id"] for r in rows if r["split"] == "rl"}
     for arm in ("hrd", "uniform"):
-        run = learned.run_dir(f"learn-grpo-{arm}")
+        run = learned.run_dir(f"issue21-grpo-{arm}")
         records = [json.loads(line) for line in (run / "rollouts.jsonl").read_text().splitlines() if line.strip()]
         assert len(records) == 2 * 2 * 2  # steps x tasks x group
         for record in records:
             assert record["status"] and "r_correct" in record and "r_speedup" in record and "usable" in record, record
         assert f"reward_mode: {arm}" in (run / "config.yaml").read_text()
+        assert {r["task"] for r in records} <= rl_tasks  # the rl split: tasks no SFT pair came from
 
 
 def test_the_plots_and_the_comparison_are_written(learned):
-    report = learned.output_root / "learn-report"
+    report = learned.output_root / "issue21-report"
     for name in ("sft_loss.png", "grpo_curves.png", "comparison.md"):
         assert (report / name).stat().st_size > 0, name
     comparison = (report / "comparison.md").read_text()
-    assert "| hrd |" in comparison and "| uniform |" in comparison and "### heldout" in comparison
-    assert "### heldout (temperature 0)" in comparison
+    assert "| grpo_hrd |" in comparison and "| grpo_uniform |" in comparison
+    assert "### A (temperature 0)" in comparison and "### A\n" in comparison
 
 
 def test_a_resumed_stage_gives_the_metrics_of_a_straight_run(learned, tmp_path):
     """SFT stopped after 3 steps (a checkpoint) and run again gives the losses of the 6-step run made at once."""
-    data = learned.run_dir("data-learn") / "sft.jsonl"
+    data = learned.data_dir / "sft.jsonl"
 
     def sft(steps: int) -> list[float]:
-        command = [sys.executable, "-m", "jaxrl.main", "sft", "--config", str(CONFIGS / "sft_smollm2.yaml"),
+        command = [sys.executable, "-m", "jaxrl.main", "sft", "--config", str(CONFIGS / "issue21_sft.yaml"),
                    f"run.output_root={tmp_path}", "run.name=resumed", f"sft.data={data}", *TINY,
                    "model.source=random:tiny_llama", f"sft.max_steps={steps}", "checkpoint.export_hf=false"]
         subprocess.run(command, check=True, env={**os.environ, "XLA_PYTHON_CLIENT_MEM_FRACTION": "0.5"},
@@ -94,5 +101,5 @@ def test_a_resumed_stage_gives_the_metrics_of_a_straight_run(learned, tmp_path):
         return [r["train/loss"] for r in _metrics(tmp_path / "resumed") if "train/loss" in r]
 
     assert len(sft(3)) == 3
-    straight = [r["train/loss"] for r in _metrics(learned.run_dir("learn-sft")) if "train/loss" in r]
+    straight = [r["train/loss"] for r in _metrics(learned.sft_dir) if "train/loss" in r]
     assert sft(6) == straight

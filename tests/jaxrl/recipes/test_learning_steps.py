@@ -4,23 +4,35 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
 import time
 
 import pytest
 
-from jaxrl.recipes.learning import (
-    CONFIGS, EVAL_SETS, GREEDY, RUN_NAMES, REPORT_K, SAMPLED, Command, Plan, eval_run_name, main, run_commands, stage_commands, step_commands,
-)
 from jaxrl.config import load_config
+from jaxrl.data.engine import evalsets
+from jaxrl.recipes.learning import (
+    ARMS, CONFIGS, EVAL_SETS, GREEDY, REPORT_K, RUN_NAMES, SAMPLED, Command, Plan, eval_run_name, main, run_commands,
+    stage_commands, step_commands,
+)
 
 ADDRESS = "127.0.0.1:1"
 
 
+@pytest.fixture(scope="module")
+def built_sets(tmp_path_factory):
+    """Sets A, B and C as the evalsets stage writes them (built once for the module)."""
+    out = tmp_path_factory.mktemp("evalsets")
+    assert evalsets.main(["--out", str(out), "--check"]) == 0
+    return out
+
+
 @pytest.fixture
-def plan(tmp_path) -> Plan:
+def plan(tmp_path, built_sets) -> Plan:
     """A plan whose shared sandbox is recorded as live (this process), so no server is started."""
     (tmp_path / "learn-sandbox.json").write_text(json.dumps({"pid": os.getpid(), "address": ADDRESS}))
+    shutil.copytree(built_sets, tmp_path / "evalsets")
     return Plan(tmp_path)
 
 
@@ -30,30 +42,56 @@ def _names(commands: list[Command]) -> list[str]:
 
 def test_an_eval_stage_with_a_decoding_makes_only_those_evaluations(plan):
     greedy = stage_commands("eval-sft/greedy", plan)
-    assert _names(greedy) == [f"eval {eval_run_name('sft', s, GREEDY)}" for s in EVAL_SETS]
+    assert _names(greedy) == [f"eval {eval_run_name('sft', s, GREEDY)}" for s in "ABCDE"]
     assert all("sampling.temperature=0.0" in c.argv and f"sandbox.targets=[{ADDRESS}]" in c.argv for c in greedy)
     sampled = stage_commands("eval-sft/sampled", plan)
-    assert _names(sampled) == [f"eval {eval_run_name('sft', s, SAMPLED)}" for s in EVAL_SETS
-                               if SAMPLED in EVAL_SETS[s].decodings]
-    assert "kbl2" not in " ".join(_names(sampled))  # level 2 is evaluated greedy only
+    assert _names(sampled) == [f"eval {eval_run_name('sft', s, SAMPLED)}" for s in "ABCD"]  # E: greedy only
     both = stage_commands("eval-sft", plan)
     assert _names(both) == _names(greedy) + _names(sampled)  # greedy first: the targets are at temperature 0
 
 
+def test_sets_a_b_c_are_evaluated_from_the_built_files_once_they_match_the_lock(plan):
+    untrained = stage_commands("eval-base/greedy", plan)
+    for command, name in zip(untrained, "ABC"):
+        assert f"eval.dataset={plan.output_root / 'evalsets' / (name + '.jsonl')}" in command.argv
+        assert "model.source=smollm2-135m" in command.argv
+    assert not any(a.startswith("eval.dataset=") for a in untrained[3].argv)  # D: the config's KernelBench problems
+    with (plan.output_root / "evalsets" / "B.jsonl").open("a") as f:
+        f.write(json.dumps({"task_id": "extra"}) + "\n")
+    with pytest.raises(ValueError, match="evaluation set B: .* does not match the digest"):
+        stage_commands("eval-base/greedy", plan)
+    assert _names(stage_commands("evalsets", plan)) == ["data evalsets"]  # rebuilt by the evalsets stage
+    shutil.rmtree(plan.output_root / "evalsets")
+    with pytest.raises(ValueError, match="evaluation set A: no "):
+        stage_commands("eval-sft/greedy", plan)
+
+
 def test_finished_evaluations_and_trained_models_are_not_run_again(plan):
-    done = plan.run_dir(eval_run_name("hrd", "heldout", GREEDY))
+    assert _names(stage_commands("evalsets", plan)) == []  # built and matching the lock
+    done = plan.run_dir(eval_run_name("grpo_hrd", "A", GREEDY))
     done.mkdir()
     (done / "metrics.json").write_text("{}")
     assert f"eval {done.name}" not in _names(stage_commands("eval-grpo/greedy", plan))
-    hf = plan.run_dir("learn-grpo-hrd") / "hf"
+    hf = plan.run_dir("issue21-grpo-hrd") / "hf"
     hf.mkdir(parents=True)
     (hf / "config.json").write_text("{}")
-    assert _names(stage_commands("grpo", plan)) == ["grpo learn-grpo-uniform"]
+    assert _names(stage_commands("grpo", plan)) == ["grpo issue21-grpo-uniform"]
 
 
 def test_the_run_names_are_the_configs_own():
     for config, name in RUN_NAMES.items():
         assert load_config(CONFIGS / config).run.name == name
+
+
+def test_the_grpo_arms_are_hrd_alpha_0_1_and_uniform_beta_0_3_on_the_rl_split():
+    hrd, uniform = (load_config(CONFIGS / ARMS[arm]).grpo for arm in ("grpo_hrd", "grpo_uniform"))
+    assert (hrd.reward_mode, hrd.alpha, uniform.reward_mode, uniform.uniform_beta) == ("hrd", 0.1, "uniform", 0.3)
+    assert hrd.split == uniform.split == "rl" and hrd.dynamic_sampling
+
+
+def test_every_evaluation_generates_as_many_tokens_as_grpo_trains_with():
+    budget = load_config(CONFIGS / ARMS["grpo_hrd"]).sampling.max_new_tokens
+    assert {load_config(CONFIGS / s.config).sampling.max_new_tokens for s in EVAL_SETS.values()} == {budget}
 
 
 def test_bad_stages_are_refused(plan):
@@ -70,7 +108,7 @@ def test_bad_stages_are_refused(plan):
 
 def test_training_starts_before_the_evaluations_of_its_step(plan):
     labels = [c.label for c in step_commands("eval-base+sft", plan)]
-    assert labels[0] == "sft learn-sft" and all(label.startswith("eval ") for label in labels[1:])
+    assert labels[0] == "sft issue21-sft" and all(label.startswith("eval ") for label in labels[1:])
 
 
 def test_commands_run_at_most_max_parallel_at_once_and_failures_do_not_stop_the_others(tmp_path):
@@ -93,5 +131,5 @@ def test_commands_run_at_most_max_parallel_at_once_and_failures_do_not_stop_the_
 
 
 def test_the_report_k_is_the_sampled_evaluations_samples_per_task():
-    config = load_config(CONFIGS / EVAL_SETS["heldout"].config)
+    config = load_config(CONFIGS / EVAL_SETS["A"].config)
     assert config.sampling.num_samples == REPORT_K and REPORT_K in config.eval.k
