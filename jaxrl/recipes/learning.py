@@ -5,7 +5,9 @@
     eval-base   the untrained model on every evaluation set (A-E)
     sft         SFT of SmolLM2-135M on the verified pairs (configs/learning/issue21_sft.yaml)
     eval-sft    the SFT policy on every evaluation set
-    grpo        GRPO with HRD and GRPO with the uniform reward, from the SFT policy, side by side
+    filter      the SFT policy's pass@8 on the rl split's tasks (configs/learning/issue21_filter.yaml); writes the
+                distribution of correct samples per task and the GRPO task file: the tasks with 1 to 7 of 8 correct
+    grpo        GRPO with HRD and GRPO with the uniform reward, from the SFT policy, on the filtered tasks
     eval-grpo   both GRPO policies on every evaluation set
     report      plots and the comparison table (jaxrl.evaluation.learning_report)
 
@@ -47,8 +49,11 @@ SFT_CONFIG = "issue21_sft.yaml"
 ARMS = {"grpo_hrd": "issue21_grpo_hrd.yaml", "grpo_uniform": "issue21_grpo_uniform.yaml"}
 RUN_NAMES = {DATA_CONFIG: "data-issue21", SFT_CONFIG: "issue21-sft", ARMS["grpo_hrd"]: "issue21-grpo-hrd",
              ARMS["grpo_uniform"]: "issue21-grpo-uniform"}  # the configs' run.name
+FILTER_CONFIG = "issue21_filter.yaml"
 EVALSETS_DIR = "evalsets"  # A.jsonl, B.jsonl, C.jsonl under the output root
-STAGES = ("data", "evalsets", "eval-base", "sft", "eval-sft", "grpo", "eval-grpo", "report")
+FILTER_EVAL = "issue21-filter-eval"  # the filter's evaluation run
+FILTER_DIR = "issue21-filter"  # its outputs: the distribution and the GRPO task file
+STAGES = ("data", "evalsets", "eval-base", "sft", "eval-sft", "filter", "grpo", "eval-grpo", "report")
 # Each evaluation set with its decodings: `greedy` is one sample at temperature 0 (correct at temperature 0),
 # `sampled` the config's k samples at temperature 0.7 (pass@k). Level 2 is for the record: greedy only.
 GREEDY, SAMPLED = "greedy", "sampled"
@@ -91,6 +96,9 @@ class Plan:
     sandbox_backend: str = "cuda"
     sandbox_workers: int = 16
     max_parallel: int = 4  # commands of one step running at once (a stage's evaluations, the GRPO arms)
+    # GRPO trains on the tasks with at least this many correct of the filter's samples and at least one wrong:
+    # 1 is issue 21's rule (pass@8 between 1/8 and 7/8); the CPU test keeps 0 (a random model solves nothing).
+    min_correct: int = 1
 
     def run_dir(self, name: str) -> Path:
         return self.output_root / name
@@ -109,6 +117,10 @@ class Plan:
 
     def arm_dir(self, arm: str) -> Path:
         return self.run_dir(RUN_NAMES[ARMS[arm]])
+
+    @property
+    def grpo_tasks(self) -> Path:
+        return self.run_dir(FILTER_DIR) / "grpo_tasks.jsonl"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -266,16 +278,65 @@ def stage_commands(stage: str, plan: Plan) -> list[Command]:
         return _evals(plan, model, sources[model], decodings)
     if name == "eval-grpo":
         return [c for arm in ARMS for c in _evals(plan, arm, sources[arm], decodings)]
+    if name == "filter":
+        if (plan.run_dir(FILTER_EVAL) / "metrics.json").exists():
+            return []
+        return [_command(plan, "eval", FILTER_CONFIG, f"eval.dataset={plan.data_dir / 'rl_tasks.jsonl'}",
+                         f"model.source={sft_hf}", f"run.name={FILTER_EVAL}",
+                         f"sandbox.targets=[{sandbox_address(plan)}]", "--no-progress")]
     if name == "grpo":
         todo = [(arm, config) for arm, config in ARMS.items()
                 if not (plan.arm_dir(arm) / "hf" / "config.json").exists()]
         if not todo:
             return []
+        tasks = _filtered_tasks(plan)
         address = sandbox_address(plan)
-        return [_command(plan, "grpo", config, f"grpo.dataset={plan.data_dir / 'rl_tasks.jsonl'}",
-                         f"model.source={sft_hf}", f"model.tokenizer={sft_hf}", f"sandbox.targets=[{address}]")
+        return [_command(plan, "grpo", config, f"grpo.dataset={tasks}", f"model.source={sft_hf}",
+                         f"model.tokenizer={sft_hf}", f"sandbox.targets=[{address}]")
                 for _, config in todo]
     return []  # report: not a command (run_stage makes it)
+
+
+def correct_per_task(samples: Sequence[dict]) -> dict[str, tuple[int, int]]:
+    """(correct samples, samples) of each task of an evaluation's samples.jsonl rows, in the tasks' order."""
+    counts: dict[str, tuple[int, int]] = {}
+    for sample in samples:
+        correct, total = counts.get(sample["problem"], (0, 0))
+        counts[sample["problem"]] = (correct + (sample["status"] == "ok"), total + 1)
+    return counts
+
+
+def filter_tasks(plan: Plan) -> Path:
+    """From the filter's evaluation: `pass_at_k.json` (how many tasks had 0..k of their k samples correct, and
+    each task's count) and the GRPO task file (the data build's rows of the tasks with `plan.min_correct` to
+    k - 1 correct: a group whose samples all agree gives GRPO no advantage). RuntimeError when none is kept."""
+    run = plan.run_dir(FILTER_EVAL)
+    samples = [json.loads(line) for line in (run / "samples.jsonl").read_text().splitlines() if line.strip()]
+    counts = correct_per_task(samples)
+    k = max(total for _, total in counts.values())
+    kept = {task for task, (correct, total) in counts.items() if plan.min_correct <= correct < total}
+    rows = [line for line in (plan.data_dir / "rl_tasks.jsonl").read_text().splitlines()
+            if line.strip() and json.loads(line)["task_id"] in kept]
+    out = plan.run_dir(FILTER_DIR)
+    out.mkdir(parents=True, exist_ok=True)
+    summary = {"samples_per_task": k, "tasks": len(counts),
+               "distribution": {str(c): sum(v == c for v, _ in counts.values()) for c in range(k + 1)},
+               "kept": len(rows), "kept_correct": [plan.min_correct, k - 1],
+               "infra_errors": sum(s["status"] == "infra_error" for s in samples),
+               "correct_per_task": {task: correct for task, (correct, _) in counts.items()}}
+    (out / "pass_at_k.json").write_text(json.dumps(summary, indent=2) + "\n")
+    plan.grpo_tasks.write_text("".join(row + "\n" for row in rows))
+    if not rows:
+        raise RuntimeError(f"no rl task had {plan.min_correct} to {k - 1} of {k} samples correct: GRPO would have "
+                           f"no signal (distribution in {out / 'pass_at_k.json'})")
+    return plan.grpo_tasks
+
+
+def _filtered_tasks(plan: Plan) -> Path:
+    """The GRPO task file; ValueError when the filter stage has not written it or kept no task."""
+    if not plan.grpo_tasks.is_file() or not plan.grpo_tasks.read_text().strip():
+        raise ValueError(f"no GRPO tasks in {plan.grpo_tasks}: run the filter stage first (and see its pass_at_k.json)")
+    return plan.grpo_tasks
 
 
 def step_commands(step: str, plan: Plan) -> list[Command]:
@@ -288,7 +349,10 @@ def step_commands(step: str, plan: Plan) -> list[Command]:
 def run_stage(stage: str, plan: Plan) -> None:
     """One step of the recipe: a stage, or stages joined by `+` run side by side (`eval-base+sft`)."""
     failed = run_commands(step_commands(stage, plan), plan)
-    if "report" in stage.split("+"):
+    parts = stage.split("+")
+    if "filter" in parts and (plan.run_dir(FILTER_EVAL) / "metrics.json").exists():
+        filter_tasks(plan)
+    if "report" in parts:
         _report(plan)
     if failed:
         raise RuntimeError(f"failed: {failed}")
@@ -321,7 +385,7 @@ def _report(plan: Plan) -> None:
     report(args)
 
 
-DEFAULT_ORDER = ("data,evalsets,eval-base+sft,eval-sft/greedy,grpo,eval-grpo/greedy,eval-sft/sampled,"
+DEFAULT_ORDER = ("data,evalsets,eval-base+sft,eval-sft/greedy,filter,grpo,eval-grpo/greedy,eval-sft/sampled,"
                  "eval-grpo/sampled,report")
 
 

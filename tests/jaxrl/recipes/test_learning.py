@@ -23,8 +23,9 @@ pytestmark = pytest.mark.slow
 # The data build draws from four families whose first two shards hold train pairs, validation tasks (gelu_tanh and
 # validation recipes) and rl-split tasks (reduce_chain and softmax_chain recipes), with or without a KernelBench
 # copy to decontaminate against; data.rl_tasks=24 keeps every task of them. eval.per_family=1 evaluates one task
-# of each family of set A. GRPO samples without dynamic sampling: a random model's groups are all wrong, and
-# dynamic sampling would drop every one of them (it has its own tests).
+# of each family of set A (and of the rl split, for the filter). A random model solves nothing, so the filter keeps
+# the tasks with 0 correct (min_correct=0) and GRPO samples without dynamic sampling, which would drop every group
+# (both rules have their own tests).
 TINY = (
     "model.tokenizer=smollm2-135m", "model.dtype=float32", "model.param_dtype=float32",
     "model.attention_impl=reference",
@@ -47,9 +48,9 @@ TINY = (
 def learned(tmp_path_factory):
     root = tmp_path_factory.mktemp("learning")
     plan = Plan(root, TINY, base_model="random:tiny_llama", eval_sets=("A",), sandbox_backend="interpreter",
-                sandbox_workers=2)
+                sandbox_workers=2, min_correct=0)
     try:
-        for stage in ("data", "evalsets", "sft", "grpo", "eval-grpo", "report"):
+        for stage in ("data", "evalsets", "sft", "filter", "grpo", "eval-grpo", "report"):
             run_stage(stage, plan)
     finally:
         stop_sandbox(plan)
@@ -66,17 +67,27 @@ def test_the_sft_loss_falls(learned):
     assert losses[-1] < 0.9 * losses[0]
 
 
-def test_every_grpo_sample_has_its_rewards_recorded(learned):
+def test_the_filter_measures_the_sft_policy_on_the_rl_split_and_grpo_trains_on_what_it_keeps(learned):
     rows = [json.loads(line) for line in (learned.data_dir / "rl_tasks.jsonl").read_text().splitlines()]
-    rl_tasks = {r["task_id"] for r in rows if r["split"] == "rl"}
+    summary = json.loads((learned.run_dir("issue21-filter") / "pass_at_k.json").read_text())
+    assert summary["samples_per_task"] == 2 and sum(summary["distribution"].values()) == summary["tasks"] > 0
+    assert set(summary["correct_per_task"]) <= {r["task_id"] for r in rows if r["split"] == "rl"}
+    kept = {json.loads(line)["task_id"] for line in learned.grpo_tasks.read_text().splitlines()}
+    assert len(kept) == summary["kept"] > 0
+    for arm in ("hrd", "uniform"):
+        rollouts = (learned.run_dir(f"issue21-grpo-{arm}") / "rollouts.jsonl").read_text().splitlines()
+        assert {json.loads(line)["task"] for line in rollouts} <= kept
+
+
+def test_every_grpo_sample_has_its_rewards_recorded(learned):
+    tasks = min(2, len(learned.grpo_tasks.read_text().splitlines()))  # grpo.tasks_per_step, or as many as were kept
     for arm in ("hrd", "uniform"):
         run = learned.run_dir(f"issue21-grpo-{arm}")
         records = [json.loads(line) for line in (run / "rollouts.jsonl").read_text().splitlines() if line.strip()]
-        assert len(records) == 2 * 2 * 2  # steps x tasks x group
+        assert len(records) == 2 * tasks * 2  # steps x tasks x group
         for record in records:
             assert record["status"] and "r_correct" in record and "r_speedup" in record and "usable" in record, record
         assert f"reward_mode: {arm}" in (run / "config.yaml").read_text()
-        assert {r["task"] for r in records} <= rl_tasks  # the rl split: tasks no SFT pair came from
 
 
 def test_the_plots_and_the_comparison_are_written(learned):

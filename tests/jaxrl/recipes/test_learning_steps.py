@@ -13,8 +13,8 @@ import pytest
 from jaxrl.config import load_config
 from jaxrl.data.engine import evalsets
 from jaxrl.recipes.learning import (
-    ARMS, CONFIGS, EVAL_SETS, GREEDY, REPORT_K, RUN_NAMES, SAMPLED, Command, Plan, eval_run_name, main, run_commands,
-    stage_commands, step_commands,
+    ARMS, CONFIGS, EVAL_SETS, FILTER_CONFIG, GREEDY, REPORT_K, RUN_NAMES, SAMPLED, Command, Plan, eval_run_name,
+    filter_tasks, main, run_commands, stage_commands, step_commands,
 )
 
 ADDRESS = "127.0.0.1:1"
@@ -66,12 +66,60 @@ def test_sets_a_b_c_are_evaluated_from_the_built_files_once_they_match_the_lock(
         stage_commands("eval-sft/greedy", plan)
 
 
+def _filter_run(plan: Plan, correct: dict[str, int], samples: int = 8) -> None:
+    """The data build's rl_tasks.jsonl and a finished filter evaluation with `correct[task]` of `samples` right."""
+    plan.data_dir.mkdir(parents=True, exist_ok=True)
+    rows = [{"task_id": task, "split": "rl", "code": "..."} for task in [*correct, "never-sampled"]]
+    (plan.data_dir / "rl_tasks.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    run = plan.run_dir("issue21-filter-eval")
+    run.mkdir()
+    (run / "samples.jsonl").write_text("".join(
+        json.dumps({"problem": task, "sample": i, "status": "ok" if i < n else "incorrect"}) + "\n"
+        for task, n in correct.items() for i in range(samples)))
+    (run / "metrics.json").write_text("{}")
+
+
+def test_the_filter_samples_the_sft_policy_as_grpo_samples_on_the_rl_split(plan):
+    (command,) = stage_commands("filter", plan)
+    assert command.label == "eval issue21-filter-eval"
+    assert f"eval.dataset={plan.data_dir / 'rl_tasks.jsonl'}" in command.argv
+    assert f"model.source={plan.sft_dir / 'hf'}" in command.argv
+    grpo, sampled = load_config(CONFIGS / ARMS["grpo_hrd"]), load_config(CONFIGS / FILTER_CONFIG)
+    assert sampled.sampling.num_samples == grpo.grpo.group_size == 8 and sampled.eval.split == grpo.grpo.split == "rl"
+    for key in ("temperature", "top_p", "top_k", "max_new_tokens", "max_prompt_tokens"):
+        assert getattr(sampled.sampling, key) == getattr(grpo.sampling, key), key
+    assert sampled.sandbox.trials == grpo.sandbox.trials
+
+
+def test_grpo_trains_on_the_tasks_with_1_to_7_of_8_correct_and_the_distribution_is_written(plan):
+    with pytest.raises(ValueError, match="run the filter stage first"):
+        stage_commands("grpo", plan)
+    _filter_run(plan, {"none": 0, "one": 1, "some": 5, "seven": 7, "all": 8})
+    tasks = filter_tasks(plan)
+    assert [json.loads(line)["task_id"] for line in tasks.read_text().splitlines()] == ["one", "some", "seven"]
+    summary = json.loads((plan.run_dir("issue21-filter") / "pass_at_k.json").read_text())
+    assert summary["distribution"] == {"0": 1, "1": 1, "2": 0, "3": 0, "4": 0, "5": 1, "6": 0, "7": 1, "8": 1}
+    assert (summary["tasks"], summary["kept"], summary["kept_correct"]) == (5, 3, [1, 7])
+    assert stage_commands("filter", plan) == []  # measured once
+    assert all(f"grpo.dataset={tasks}" in c.argv for c in stage_commands("grpo", plan))
+
+
+def test_a_filter_that_keeps_no_task_stops_the_recipe_before_grpo(plan):
+    _filter_run(plan, {"none": 0, "all": 8})
+    with pytest.raises(RuntimeError, match="no rl task had 1 to 7 of 8 samples correct"):
+        filter_tasks(plan)
+    with pytest.raises(ValueError, match="no GRPO tasks"):
+        stage_commands("grpo", plan)
+
+
 def test_finished_evaluations_and_trained_models_are_not_run_again(plan):
     assert _names(stage_commands("evalsets", plan)) == []  # built and matching the lock
     done = plan.run_dir(eval_run_name("grpo_hrd", "A", GREEDY))
     done.mkdir()
     (done / "metrics.json").write_text("{}")
     assert f"eval {done.name}" not in _names(stage_commands("eval-grpo/greedy", plan))
+    _filter_run(plan, {"one": 1})
+    filter_tasks(plan)
     hf = plan.run_dir("issue21-grpo-hrd") / "hf"
     hf.mkdir(parents=True)
     (hf / "config.json").write_text("{}")
