@@ -7,8 +7,9 @@
     eval-sft    the SFT policy on every evaluation set
     filter      the SFT policy's pass@8 on the rl split's tasks (configs/learning/issue21_filter.yaml); writes the
                 distribution of correct samples per task and the GRPO task file: the tasks with 1 to 7 of 8 correct
-    grpo        GRPO with HRD and GRPO with the uniform reward, from the SFT policy, on the filtered tasks
-    eval-grpo   both GRPO policies on every evaluation set
+    grpo        GRPO with HRD (alpha 0.1) and GRPO with the uniform reward (beta 0.3), from the SFT policy, on the
+                filtered tasks, with the same budget, each arm once per seed (`--seeds`, default 0,1): four runs
+    eval-grpo   every GRPO policy on every evaluation set
     report      plots and the comparison table (jaxrl.evaluation.learning_report)
 
     python -m jaxrl.recipes.learning [--stages data,evalsets,eval-base+sft,eval-sft/greedy,...] [--set key=value ...]
@@ -71,7 +72,7 @@ class EvalSet:
 
 
 # The sandbox's share of the GPU. The JAX caps are upper bounds (an evaluation of SmolLM2 uses about 5 GB of its
-# 8 GB): two GRPO arms cap at 60%, four evaluations at 40%, SFT beside three evaluations at 70% (the sandbox is
+# 8 GB): two GRPO runs at once (`Plan.max_training`) cap at 60%, four evaluations at 40%, SFT beside three evaluations at 70% (the sandbox is
 # nearly idle then). At 50% the judges ran out of memory on full-size KernelBench problems beside four
 # evaluations (docs/learning.md, Results).
 SANDBOX_MEMORY_FRACTION = "0.35"
@@ -95,7 +96,9 @@ class Plan:
                                                      ("eval", "0.1"))
     sandbox_backend: str = "cuda"
     sandbox_workers: int = 16
-    max_parallel: int = 4  # commands of one step running at once (a stage's evaluations, the GRPO arms)
+    max_parallel: int = 4  # commands of one step running at once (a stage's evaluations, the GRPO runs)
+    max_training: int = 2  # of which training (sft, grpo): two GRPO runs and the sandbox fill the GPU's memory
+    seeds: tuple[int, ...] = (0, 1)  # each GRPO arm runs once per seed (grpo.seed and sampling.seed)
     # GRPO trains on the tasks with at least this many correct of the filter's samples and at least one wrong:
     # 1 is issue 21's rule (pass@8 between 1/8 and 7/8); the CPU test keeps 0 (a random model solves nothing).
     min_correct: int = 1
@@ -115,8 +118,15 @@ class Plan:
     def sft_dir(self) -> Path:
         return self.run_dir(RUN_NAMES[SFT_CONFIG])
 
-    def arm_dir(self, arm: str) -> Path:
-        return self.run_dir(RUN_NAMES[ARMS[arm]])
+    @property
+    def grpo_runs(self) -> dict[str, tuple[str, int]]:
+        """Every GRPO run by its model name (`grpo_hrd-s0`): (arm, seed). Seed by seed, so that the first two
+        runs to finish are the two arms of one seed, a comparison on their own."""
+        return {f"{arm}-s{seed}": (arm, seed) for seed in self.seeds for arm in ARMS}
+
+    def grpo_dir(self, model: str) -> Path:
+        arm, seed = self.grpo_runs[model]
+        return self.run_dir(f"{RUN_NAMES[ARMS[arm]]}-s{seed}")
 
     @property
     def grpo_tasks(self) -> Path:
@@ -182,16 +192,28 @@ def sandbox_address(plan: Plan) -> str:
     return address
 
 
+TRAINING = ("sft", "grpo")
+
+
+def _next_command(pending: list[Command], running: Sequence[Command], plan: Plan) -> Command | None:
+    """The first pending command that may start now: `plan.max_parallel` commands at once, of which at most
+    `plan.max_training` train (an evaluation waiting behind a training run that may not start goes first)."""
+    if len(running) >= plan.max_parallel:
+        return None
+    training = sum(c.kind in TRAINING for c in running)
+    return next((c for c in pending if c.kind not in TRAINING or training < plan.max_training), None)
+
+
 def run_commands(commands: Sequence[Command], plan: Plan) -> list[str]:
-    """Run commands, at most `plan.max_parallel` at once, in order; the labels of those that failed.
+    """Run commands in order as `_next_command` lets them start; the labels of those that failed.
 
     A failure does not stop the others: every command resumes, so what finished is kept."""
     pending = list(commands)
     running: list[tuple[Command, subprocess.Popen]] = []
     failed = []
     while pending or running:
-        while pending and len(running) < plan.max_parallel:
-            command = pending.pop(0)
+        while (command := _next_command(pending, [c for c, _ in running], plan)) is not None:
+            pending.remove(command)
             print(f"learning: start {command.label}", flush=True)
             running.append((command, subprocess.Popen(command.argv, env=_env(plan, command.kind))))
         time.sleep(0.5)
@@ -234,7 +256,7 @@ def _evals(plan: Plan, model: str, source: str, decodings: Sequence[str]) -> lis
 
 def _model_sources(plan: Plan) -> dict[str, str]:
     return {"untrained": plan.base_model, "sft": str(plan.sft_dir / "hf"),
-            **{arm: str(plan.arm_dir(arm) / "hf") for arm in ARMS}}
+            **{model: str(plan.grpo_dir(model) / "hf") for model in plan.grpo_runs}}
 
 
 def parse_stage(stage: str) -> tuple[str, tuple[str, ...]]:
@@ -277,7 +299,7 @@ def stage_commands(stage: str, plan: Plan) -> list[Command]:
         model = "untrained" if name == "eval-base" else "sft"
         return _evals(plan, model, sources[model], decodings)
     if name == "eval-grpo":
-        return [c for arm in ARMS for c in _evals(plan, arm, sources[arm], decodings)]
+        return [c for model in plan.grpo_runs for c in _evals(plan, model, sources[model], decodings)]
     if name == "filter":
         if (plan.run_dir(FILTER_EVAL) / "metrics.json").exists():
             return []
@@ -285,15 +307,16 @@ def stage_commands(stage: str, plan: Plan) -> list[Command]:
                          f"model.source={sft_hf}", f"run.name={FILTER_EVAL}",
                          f"sandbox.targets=[{sandbox_address(plan)}]", "--no-progress")]
     if name == "grpo":
-        todo = [(arm, config) for arm, config in ARMS.items()
-                if not (plan.arm_dir(arm) / "hf" / "config.json").exists()]
+        todo = [model for model in plan.grpo_runs if not (plan.grpo_dir(model) / "hf" / "config.json").exists()]
         if not todo:
             return []
         tasks = _filtered_tasks(plan)
         address = sandbox_address(plan)
-        return [_command(plan, "grpo", config, f"grpo.dataset={tasks}", f"model.source={sft_hf}",
-                         f"model.tokenizer={sft_hf}", f"sandbox.targets=[{address}]")
-                for _, config in todo]
+        return [_command(plan, "grpo", ARMS[plan.grpo_runs[model][0]], f"grpo.dataset={tasks}",
+                         f"model.source={sft_hf}", f"model.tokenizer={sft_hf}", f"sandbox.targets=[{address}]",
+                         f"run.name={plan.grpo_dir(model).name}", f"grpo.seed={plan.grpo_runs[model][1]}",
+                         f"sampling.seed={plan.grpo_runs[model][1]}")
+                for model in todo]
     return []  # report: not a command (run_stage makes it)
 
 
@@ -374,7 +397,8 @@ def _report(plan: Plan) -> None:
 
     args = ["--sft", str(plan.sft_dir), "--out", str(plan.output_root / "issue21-report"), "--k", str(REPORT_K),
             f"--family-set={plan.eval_sets[0]} (temperature 0)"]
-    args += [f"--grpo={arm}={plan.arm_dir(arm)}" for arm in ARMS if (plan.arm_dir(arm) / "metrics.jsonl").exists()]
+    args += [f"--grpo={model}={plan.grpo_dir(model)}" for model in plan.grpo_runs
+             if (plan.grpo_dir(model) / "metrics.jsonl").exists()]
     for model in _model_sources(plan):
         for eval_set in plan.eval_sets:
             for decoding in EVAL_SETS[eval_set].decodings:
@@ -400,6 +424,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--sandbox-backend", default="cuda", choices=("cuda", "interpreter"))
     parser.add_argument("--sandbox-workers", type=int, default=16)
     parser.add_argument("--max-parallel", type=int, default=4, help="commands of one step running at once")
+    parser.add_argument("--max-training", type=int, default=2, help="of which training commands (sft, grpo)")
+    parser.add_argument("--seeds", default="0,1", help="the GRPO seeds: each arm runs once per seed")
     parser.add_argument("--memory", action="append", default=[], metavar="KIND=FRACTION",
                         help="JAX's GPU cap for one kind of command (data, sft, grpo, eval), e.g. grpo=0.3")
     parser.add_argument("--base-model", default="smollm2-135m", help="the model SFT starts from (and 'untrained')")
@@ -410,8 +436,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     eval_sets = tuple(s for s in args.eval_sets.split(",") if s)
     unknown = [s for s in eval_sets if s not in EVAL_SETS]
-    if unknown or args.max_parallel < 1:
-        parser.error(f"unknown evaluation sets {unknown}" if unknown else "--max-parallel must be >= 1")
+    if unknown:
+        parser.error(f"unknown evaluation sets {unknown}")
+    if args.max_parallel < 1 or args.max_training < 1:
+        parser.error("--max-parallel and --max-training must be >= 1")
+    try:
+        seeds = tuple(int(seed) for seed in args.seeds.split(","))
+    except ValueError:
+        parser.error(f"--seeds wants comma-separated integers, got {args.seeds!r}")
     memory = dict(Plan.memory_fractions)
     for item in args.memory:
         kind, _, fraction = item.partition("=")
@@ -424,7 +456,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         memory[kind] = fraction
     plan = Plan(args.output_root.resolve(), tuple(args.set), args.base_model, eval_sets,
                 memory_fractions=tuple(memory.items()), sandbox_backend=args.sandbox_backend,
-                sandbox_workers=args.sandbox_workers, max_parallel=args.max_parallel)
+                sandbox_workers=args.sandbox_workers, max_parallel=args.max_parallel,
+                max_training=args.max_training, seeds=seeds)
     steps = [s for s in args.stages.split(",") if s]
     for part in (p for step in steps for p in step.split("+")):
         try:

@@ -1,5 +1,6 @@
 """The learning demonstration's whole path, tiny, on the CPU: issue 21's data build and evaluation sets -> SFT ->
-GRPO (HRD and uniform) -> evaluation -> plots, with a random 2-layer model and the Triton interpreter sandbox.
+the filter -> GRPO (HRD and uniform, two seeds each) -> evaluation -> plots, with a random 2-layer model and the
+Triton interpreter sandbox.
 
 It checks what the real run's conclusions rest on: the SFT loss falls, every GRPO sample has its rewards
 recorded, the plots and the comparison are written, and a stage resumed after an interruption gives the same
@@ -50,7 +51,7 @@ def learned(tmp_path_factory):
     plan = Plan(root, TINY, base_model="random:tiny_llama", eval_sets=("A",), sandbox_backend="interpreter",
                 sandbox_workers=2, min_correct=0)
     try:
-        for stage in ("data", "evalsets", "sft", "filter", "grpo", "eval-grpo", "report"):
+        for stage in ("data", "evalsets", "sft", "filter", "grpo", "eval-grpo/greedy", "report"):
             run_stage(stage, plan)
     finally:
         stop_sandbox(plan)
@@ -74,20 +75,22 @@ def test_the_filter_measures_the_sft_policy_on_the_rl_split_and_grpo_trains_on_w
     assert set(summary["correct_per_task"]) <= {r["task_id"] for r in rows if r["split"] == "rl"}
     kept = {json.loads(line)["task_id"] for line in learned.grpo_tasks.read_text().splitlines()}
     assert len(kept) == summary["kept"] > 0
-    for arm in ("hrd", "uniform"):
-        rollouts = (learned.run_dir(f"issue21-grpo-{arm}") / "rollouts.jsonl").read_text().splitlines()
+    for model in learned.grpo_runs:
+        rollouts = (learned.grpo_dir(model) / "rollouts.jsonl").read_text().splitlines()
         assert {json.loads(line)["task"] for line in rollouts} <= kept
 
 
 def test_every_grpo_sample_has_its_rewards_recorded(learned):
     tasks = min(2, len(learned.grpo_tasks.read_text().splitlines()))  # grpo.tasks_per_step, or as many as were kept
-    for arm in ("hrd", "uniform"):
-        run = learned.run_dir(f"issue21-grpo-{arm}")
+    assert list(learned.grpo_runs) == ["grpo_hrd-s0", "grpo_uniform-s0", "grpo_hrd-s1", "grpo_uniform-s1"]
+    for model, (arm, seed) in learned.grpo_runs.items():
+        run = learned.grpo_dir(model)
         records = [json.loads(line) for line in (run / "rollouts.jsonl").read_text().splitlines() if line.strip()]
         assert len(records) == 2 * tasks * 2  # steps x tasks x group
         for record in records:
             assert record["status"] and "r_correct" in record and "r_speedup" in record and "usable" in record, record
-        assert f"reward_mode: {arm}" in (run / "config.yaml").read_text()
+        config = (run / "config.yaml").read_text()
+        assert f"reward_mode: {arm.removeprefix('grpo_')}" in config and f"  seed: {seed}\n" in config
 
 
 def test_the_plots_and_the_comparison_are_written(learned):
@@ -95,8 +98,9 @@ def test_the_plots_and_the_comparison_are_written(learned):
     for name in ("sft_loss.png", "grpo_curves.png", "comparison.md"):
         assert (report / name).stat().st_size > 0, name
     comparison = (report / "comparison.md").read_text()
-    assert "| grpo_hrd |" in comparison and "| grpo_uniform |" in comparison
-    assert "### A (temperature 0)" in comparison and "### A\n" in comparison
+    assert "### A (temperature 0)" in comparison
+    for model in learned.grpo_runs:
+        assert f"| {model} |" in comparison
 
 
 def test_a_resumed_stage_gives_the_metrics_of_a_straight_run(learned, tmp_path):

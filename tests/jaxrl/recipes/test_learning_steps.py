@@ -114,16 +114,32 @@ def test_a_filter_that_keeps_no_task_stops_the_recipe_before_grpo(plan):
 
 def test_finished_evaluations_and_trained_models_are_not_run_again(plan):
     assert _names(stage_commands("evalsets", plan)) == []  # built and matching the lock
-    done = plan.run_dir(eval_run_name("grpo_hrd", "A", GREEDY))
+    done = plan.run_dir(eval_run_name("grpo_hrd-s1", "A", GREEDY))
     done.mkdir()
     (done / "metrics.json").write_text("{}")
     assert f"eval {done.name}" not in _names(stage_commands("eval-grpo/greedy", plan))
     _filter_run(plan, {"one": 1})
     filter_tasks(plan)
-    hf = plan.run_dir("issue21-grpo-hrd") / "hf"
+    hf = plan.run_dir("issue21-grpo-hrd-s0") / "hf"
     hf.mkdir(parents=True)
     (hf / "config.json").write_text("{}")
-    assert _names(stage_commands("grpo", plan)) == ["grpo issue21-grpo-uniform"]
+    assert _names(stage_commands("grpo", plan)) == ["grpo issue21-grpo-uniform-s0", "grpo issue21-grpo-hrd-s1",
+                                                    "grpo issue21-grpo-uniform-s1"]
+
+
+def test_each_arm_runs_once_per_seed_from_the_same_sft_policy_and_tasks(plan):
+    _filter_run(plan, {"one": 1})
+    filter_tasks(plan)
+    commands = stage_commands("grpo", plan)
+    assert _names(commands) == ["grpo issue21-grpo-hrd-s0", "grpo issue21-grpo-uniform-s0",
+                                "grpo issue21-grpo-hrd-s1", "grpo issue21-grpo-uniform-s1"]
+    for command, (arm, seed) in zip(commands, [("hrd", 0), ("uniform", 0), ("hrd", 1), ("uniform", 1)]):
+        assert str(CONFIGS / f"issue21_grpo_{arm}.yaml") in command.argv
+        assert {f"grpo.seed={seed}", f"sampling.seed={seed}", f"grpo.dataset={plan.grpo_tasks}",
+                f"model.source={plan.sft_dir / 'hf'}"} <= set(command.argv)
+    evals = _names(stage_commands("eval-grpo/greedy", plan))
+    assert len(evals) == 4 * 5 and f"eval {eval_run_name('grpo_uniform-s1', 'E', GREEDY)}" in evals
+    assert _names(stage_commands("grpo", Plan(plan.output_root, seeds=(3,))))[0] == "grpo issue21-grpo-hrd-s3"
 
 
 def test_the_run_names_are_the_configs_own():
@@ -150,8 +166,9 @@ def test_bad_stages_are_refused(plan):
     for stages in ("eval-base+distill", "eval-sft/gredy", "report/greedy", "sft/sampled"):
         with pytest.raises(SystemExit):  # refused before any command runs, not in the middle of a long run
             main(["--output-root", str(plan.output_root), "--stages", stages])
-    with pytest.raises(SystemExit):
-        main(["--output-root", str(plan.output_root), "--memory", "sft=1.5"])
+    for bad in (["--memory", "sft=1.5"], ["--seeds", "0,one"], ["--max-training", "0"]):
+        with pytest.raises(SystemExit):
+            main(["--output-root", str(plan.output_root), *bad])
 
 
 def test_training_starts_before_the_evaluations_of_its_step(plan):
@@ -176,6 +193,23 @@ def test_commands_run_at_most_max_parallel_at_once_and_failures_do_not_stop_the_
         peak = max(peak, running)
     assert peak == 2
     assert time.monotonic() - started >= 1.2  # two rounds of two
+
+
+def test_at_most_max_training_commands_train_at_once_and_evaluations_do_not_wait_behind_them(tmp_path):
+    log = tmp_path / "log"
+    script = ("import sys, time; open(sys.argv[1], 'a').write(f'start {sys.argv[2]} {time.time()}\\n'); "
+              "time.sleep(0.6); open(sys.argv[1], 'a').write(f'end {sys.argv[2]} {time.time()}\\n')")
+    commands = [Command((sys.executable, "-c", script, str(log), kind), kind, f"c{i}")
+                for i, kind in enumerate(["grpo", "grpo", "grpo", "eval"])]
+    assert run_commands(commands, Plan(tmp_path, max_parallel=3, max_training=2)) == []
+    events = sorted((float(t), kind, what) for kind, what, t in (line.split() for line in log.read_text().splitlines()))
+    running = {"grpo": 0, "eval": 0}
+    peak = dict(running)
+    for _, kind, what in events:
+        running[what] += 1 if kind == "start" else -1
+        peak[what] = max(peak[what], running[what])
+    assert peak == {"grpo": 2, "eval": 1}
+    assert [what for _, kind, what in events if kind == "start"][:3] == ["grpo", "grpo", "eval"]
 
 
 def test_the_report_k_is_the_sampled_evaluations_samples_per_task():
