@@ -172,6 +172,29 @@ def family_table(evals: Mapping[str, Path]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def first_step_entropy(run_dir: Path) -> float | None:
+    """A GRPO run's `train/entropy` at its first step when that step updated the policy: the token entropy of
+    the policy it started from (the update's forward pass runs on it) over the samples trained on. None when the
+    first step made no update (dynamic sampling kept no group)."""
+    records = read_metrics(run_dir)
+    first = records[0] if records else {}
+    return first.get("train/entropy") if first.get("train/updated", 1.0) else None
+
+
+def sft_section(selection: Mapping[str, Any], grpo: Mapping[str, Path]) -> str:
+    """Markdown: which SFT checkpoint every later stage started from and why, and its entropy as the GRPO runs
+    measured it (the SFT run itself logs no entropy)."""
+    lines = ["## The SFT policy", "", f"Chosen: `{selection['chosen']}`, by {selection['criterion']}.", "",
+             "| candidate | correct | tasks | infra errors |", "|---|---|---|---|"]
+    lines += [f"| {r['policy']} | {r['correct']} | {r['tasks']} | {r['infra_errors']} |"
+              for r in selection["candidates"]]
+    entropies = {name: first_step_entropy(path) for name, path in grpo.items()}
+    if entropies:
+        cells = ", ".join(f"{name} {'-' if e is None else f'{e:.3f}'}" for name, e in entropies.items())
+        lines += ["", f"Its token entropy at GRPO's temperature (each GRPO run's first step): {cells}."]
+    return "\n".join(lines) + "\n"
+
+
 def _pairs(values: Sequence[str], what: str) -> dict[str, Path]:
     out = {}
     for value in values:
@@ -191,6 +214,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--family-set", default="A (temperature 0)",
                         help="the evaluation set (its label in --eval) of the per-family table")
     parser.add_argument("--k", type=int, help="also report correct@k")
+    parser.add_argument("--selection", type=Path, help="the SFT checkpoint selection (the recipe's selection.json)")
     parser.add_argument("--out", type=Path, required=True, help="folder for the PNG files and comparison.md")
     args = parser.parse_args(argv)
     written = []
@@ -207,6 +231,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 raise SystemExit(f"--eval wants MODEL:SET=RUN_DIR, got {value!r}")
             evals[model][eval_set] = Path(path)
         text = "## Comparison\n\n" + comparison_table(evals, args.k)
+        if args.selection:
+            text += "\n" + sft_section(json.loads(args.selection.read_text()), _pairs(args.grpo, "grpo"))
         family_runs = {m: sets[args.family_set] for m, sets in evals.items() if args.family_set in sets}
         if family_runs:
             text += f"\n## Correct per family ({args.family_set})\n\n" + family_table(family_runs)

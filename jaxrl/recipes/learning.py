@@ -3,7 +3,11 @@
     data        the data engine's build (configs/learning/issue21_data.yaml: format 2, with the rl split)
     evalsets    evaluation sets A, B, C (jaxrl.data.engine.evalsets), checked against evalsets.lock.json
     eval-base   the untrained model on every evaluation set (A-E)
-    sft         SFT of SmolLM2-135M on the verified pairs (configs/learning/issue21_sft.yaml)
+    sft         SFT of SmolLM2-135M on the verified pairs (configs/learning/issue21_sft.yaml), exporting the policy
+                every sft.export_every steps besides the final one
+    select      every exported SFT policy greedy on the val split (validation families and recipes, never A-E:
+                configs/learning/issue21_select.yaml); the one with the most correct is "the SFT policy" of
+                every later stage (selection.json says which)
     eval-sft    the SFT policy on every evaluation set
     filter      the SFT policy's pass@8 on the rl split's tasks (configs/learning/issue21_filter.yaml); writes the
                 distribution of correct samples per task and the GRPO task file: the tasks with 1 to 7 of 8 correct
@@ -50,11 +54,13 @@ SFT_CONFIG = "issue21_sft.yaml"
 ARMS = {"grpo_hrd": "issue21_grpo_hrd.yaml", "grpo_uniform": "issue21_grpo_uniform.yaml"}
 RUN_NAMES = {DATA_CONFIG: "data-issue21", SFT_CONFIG: "issue21-sft", ARMS["grpo_hrd"]: "issue21-grpo-hrd",
              ARMS["grpo_uniform"]: "issue21-grpo-uniform"}  # the configs' run.name
+SELECT_CONFIG = "issue21_select.yaml"
 FILTER_CONFIG = "issue21_filter.yaml"
 EVALSETS_DIR = "evalsets"  # A.jsonl, B.jsonl, C.jsonl under the output root
+SELECT_DIR = "issue21-sft-select"  # selection.json
 FILTER_EVAL = "issue21-filter-eval"  # the filter's evaluation run
 FILTER_DIR = "issue21-filter"  # its outputs: the distribution and the GRPO task file
-STAGES = ("data", "evalsets", "eval-base", "sft", "eval-sft", "filter", "grpo", "eval-grpo", "report")
+STAGES = ("data", "evalsets", "eval-base", "sft", "select", "eval-sft", "filter", "grpo", "eval-grpo", "report")
 # Each evaluation set with its decodings: `greedy` is one sample at temperature 0 (correct at temperature 0),
 # `sampled` the config's k samples at temperature 0.7 (pass@k). Level 2 is for the record: greedy only.
 GREEDY, SAMPLED = "greedy", "sampled"
@@ -72,9 +78,9 @@ class EvalSet:
 
 
 # The sandbox's share of the GPU. The JAX caps are upper bounds (an evaluation of SmolLM2 uses about 5 GB of its
-# 8 GB): two GRPO runs at once (`Plan.max_training`) cap at 60%, four evaluations at 40%, SFT beside three evaluations at 70% (the sandbox is
-# nearly idle then). At 50% the judges ran out of memory on full-size KernelBench problems beside four
-# evaluations (docs/learning.md, Results).
+# 8 GB): two GRPO runs at once (`Plan.max_training`) cap at 60%, four evaluations at 40%, SFT beside three
+# evaluations at 70% (the sandbox is nearly idle then). At 50% the judges ran out of memory on full-size KernelBench
+# problems beside four evaluations (docs/learning.md, Results).
 SANDBOX_MEMORY_FRACTION = "0.35"
 REPORT_K = 4  # the sampled evaluations' samples per task (configs/learning/eval_heldout.yaml), reported as pass@k
 EVAL_SETS = {"A": EvalSet("issue21_eval_abc.yaml", "A"), "B": EvalSet("issue21_eval_abc.yaml", "B"),
@@ -127,6 +133,10 @@ class Plan:
     def grpo_dir(self, model: str) -> Path:
         arm, seed = self.grpo_runs[model]
         return self.run_dir(f"{RUN_NAMES[ARMS[arm]]}-s{seed}")
+
+    @property
+    def selection(self) -> Path:
+        return self.run_dir(SELECT_DIR) / "selection.json"
 
     @property
     def grpo_tasks(self) -> Path:
@@ -254,9 +264,15 @@ def _evals(plan: Plan, model: str, source: str, decodings: Sequence[str]) -> lis
             for name, d in todo]
 
 
-def _model_sources(plan: Plan) -> dict[str, str]:
-    return {"untrained": plan.base_model, "sft": str(plan.sft_dir / "hf"),
-            **{model: str(plan.grpo_dir(model) / "hf") for model in plan.grpo_runs}}
+def _models(plan: Plan) -> tuple[str, ...]:
+    return ("untrained", "sft", *plan.grpo_runs)
+
+
+def _model_source(plan: Plan, model: str) -> str:
+    """What `model.source` is for one of `_models`: the SFT policy is the selected checkpoint."""
+    if model == "untrained":
+        return plan.base_model
+    return str(sft_policy(plan) if model == "sft" else plan.grpo_dir(model) / "hf")
 
 
 def parse_stage(stage: str) -> tuple[str, tuple[str, ...]]:
@@ -285,39 +301,97 @@ def stage_commands(stage: str, plan: Plan) -> list[Command]:
     """The commands of one stage that still have work to do. An evaluation stage may name one decoding
     (`eval-sft/greedy`); without it, both."""
     name, decodings = parse_stage(stage)
-    sft_hf = plan.sft_dir / "hf"
-    sources = _model_sources(plan)
     if name == "data":
         return [_command(plan, "data", DATA_CONFIG)]
     if name == "evalsets":
         return _evalsets_command(plan)
     if name == "sft":
-        done = (sft_hf / "config.json").exists()
+        done = (plan.sft_dir / "hf" / "config.json").exists()
         return [] if done else [_command(plan, "sft", SFT_CONFIG, f"sft.data={plan.data_dir / 'sft.jsonl'}",
                                          f"model.source={plan.base_model}")]
+    if name == "select":
+        return _select_commands(plan)
     if name in ("eval-base", "eval-sft"):
         model = "untrained" if name == "eval-base" else "sft"
-        return _evals(plan, model, sources[model], decodings)
+        return _evals(plan, model, _model_source(plan, model), decodings)
     if name == "eval-grpo":
-        return [c for model in plan.grpo_runs for c in _evals(plan, model, sources[model], decodings)]
+        return [c for model in plan.grpo_runs for c in _evals(plan, model, _model_source(plan, model), decodings)]
     if name == "filter":
         if (plan.run_dir(FILTER_EVAL) / "metrics.json").exists():
             return []
         return [_command(plan, "eval", FILTER_CONFIG, f"eval.dataset={plan.data_dir / 'rl_tasks.jsonl'}",
-                         f"model.source={sft_hf}", f"run.name={FILTER_EVAL}",
+                         f"model.source={sft_policy(plan)}", f"run.name={FILTER_EVAL}",
                          f"sandbox.targets=[{sandbox_address(plan)}]", "--no-progress")]
     if name == "grpo":
-        todo = [model for model in plan.grpo_runs if not (plan.grpo_dir(model) / "hf" / "config.json").exists()]
-        if not todo:
-            return []
-        tasks = _filtered_tasks(plan)
-        address = sandbox_address(plan)
-        return [_command(plan, "grpo", ARMS[plan.grpo_runs[model][0]], f"grpo.dataset={tasks}",
-                         f"model.source={sft_hf}", f"model.tokenizer={sft_hf}", f"sandbox.targets=[{address}]",
-                         f"run.name={plan.grpo_dir(model).name}", f"grpo.seed={plan.grpo_runs[model][1]}",
-                         f"sampling.seed={plan.grpo_runs[model][1]}")
-                for model in todo]
+        return _grpo_commands(plan)
     return []  # report: not a command (run_stage makes it)
+
+
+def _grpo_commands(plan: Plan) -> list[Command]:
+    """The GRPO runs not finished yet, each from the SFT policy on the filtered tasks with its arm's config and seed."""
+    todo = [model for model in plan.grpo_runs if not (plan.grpo_dir(model) / "hf" / "config.json").exists()]
+    if not todo:
+        return []
+    tasks, sft = _filtered_tasks(plan), sft_policy(plan)
+    address = sandbox_address(plan)
+    commands = []
+    for model in todo:
+        arm, seed = plan.grpo_runs[model]
+        commands.append(_command(plan, "grpo", ARMS[arm], f"grpo.dataset={tasks}", f"model.source={sft}",
+                                 f"model.tokenizer={sft}", f"sandbox.targets=[{address}]",
+                                 f"run.name={plan.grpo_dir(model).name}", f"grpo.seed={seed}", f"sampling.seed={seed}"))
+    return commands
+
+
+def sft_candidates(plan: Plan) -> dict[str, Path]:
+    """The SFT run's exported policies by folder name, in step order (`hf-step-<N>`), its final `hf` last."""
+    exported = [p for p in plan.sft_dir.glob("hf-step-*") if (p / "config.json").exists()]
+    final = plan.sft_dir / "hf"
+    ordered = sorted(exported, key=lambda p: int(p.name.rsplit("-", 1)[1]))
+    return {p.name: p for p in [*ordered, *([final] if (final / "config.json").exists() else [])]}
+
+
+def _select_run(name: str) -> str:
+    return f"issue21-select-{name}"
+
+
+def _select_commands(plan: Plan) -> list[Command]:
+    """The greedy val-split evaluations of the SFT candidates not evaluated yet."""
+    candidates = sft_candidates(plan)
+    if "hf" not in candidates:
+        raise ValueError(f"no SFT policy in {plan.sft_dir / 'hf'}: run the sft stage first")
+    todo = [name for name in candidates if not (plan.run_dir(_select_run(name)) / "metrics.json").exists()]
+    if not todo:
+        return []
+    address = sandbox_address(plan)
+    return [_command(plan, "eval", SELECT_CONFIG, f"eval.dataset={plan.data_dir / 'rl_tasks.jsonl'}",
+                     f"model.source={candidates[name]}", f"run.name={_select_run(name)}",
+                     f"sandbox.targets=[{address}]", "--no-progress") for name in todo]
+
+
+def select_checkpoint(plan: Plan) -> Path:
+    """selection.json: each candidate's greedy correct answers on the val split, and the chosen one, the most
+    correct; ties go to the later step, so the final policy stays unless validation says otherwise."""
+    rows = []
+    for name in sft_candidates(plan):
+        run = plan.run_dir(_select_run(name))
+        samples = [json.loads(line) for line in (run / "samples.jsonl").read_text().splitlines() if line.strip()]
+        counts = correct_per_task(samples)
+        rows.append({"policy": name, "correct": sum(c for c, _ in counts.values()), "tasks": len(counts),
+                     "infra_errors": sum(s["status"] == "infra_error" for s in samples)})
+    chosen = max(reversed(rows), key=lambda r: r["correct"] / max(r["tasks"], 1))["policy"]
+    selection = {"criterion": "greedy correct on the val split (configs/learning/issue21_select.yaml); ties: the "
+                              "later step", "candidates": rows, "chosen": chosen}
+    plan.selection.parent.mkdir(parents=True, exist_ok=True)
+    plan.selection.write_text(json.dumps(selection, indent=2) + "\n")
+    return plan.sft_dir / chosen
+
+
+def sft_policy(plan: Plan) -> Path:
+    """The selected SFT checkpoint; ValueError until the select stage has chosen one."""
+    if not plan.selection.is_file():
+        raise ValueError(f"no SFT checkpoint chosen yet ({plan.selection}): run the select stage after sft")
+    return plan.sft_dir / json.loads(plan.selection.read_text())["chosen"]
 
 
 def correct_per_task(samples: Sequence[dict]) -> dict[str, tuple[int, int]]:
@@ -373,6 +447,9 @@ def run_stage(stage: str, plan: Plan) -> None:
     """One step of the recipe: a stage, or stages joined by `+` run side by side (`eval-base+sft`)."""
     failed = run_commands(step_commands(stage, plan), plan)
     parts = stage.split("+")
+    if "select" in parts and all((plan.run_dir(_select_run(name)) / "metrics.json").exists()
+                                 for name in sft_candidates(plan)):
+        select_checkpoint(plan)
     if "filter" in parts and (plan.run_dir(FILTER_EVAL) / "metrics.json").exists():
         filter_tasks(plan)
     if "report" in parts:
@@ -399,7 +476,9 @@ def _report(plan: Plan) -> None:
             f"--family-set={plan.eval_sets[0]} (temperature 0)"]
     args += [f"--grpo={model}={plan.grpo_dir(model)}" for model in plan.grpo_runs
              if (plan.grpo_dir(model) / "metrics.jsonl").exists()]
-    for model in _model_sources(plan):
+    if plan.selection.is_file():
+        args.append(f"--selection={plan.selection}")
+    for model in _models(plan):
         for eval_set in plan.eval_sets:
             for decoding in EVAL_SETS[eval_set].decodings:
                 run = plan.run_dir(eval_run_name(model, eval_set, decoding))
@@ -409,7 +488,7 @@ def _report(plan: Plan) -> None:
     report(args)
 
 
-DEFAULT_ORDER = ("data,evalsets,eval-base+sft,eval-sft/greedy,filter,grpo,eval-grpo/greedy,eval-sft/sampled,"
+DEFAULT_ORDER = ("data,evalsets,eval-base+sft,select,eval-sft/greedy,filter,grpo,eval-grpo/greedy,eval-sft/sampled,"
                  "eval-grpo/sampled,report")
 
 

@@ -1,6 +1,6 @@
 """The learning demonstration's whole path, tiny, on the CPU: issue 21's data build and evaluation sets -> SFT ->
-the filter -> GRPO (HRD and uniform, two seeds each) -> evaluation -> plots, with a random 2-layer model and the
-Triton interpreter sandbox.
+the checkpoint chosen on the val split -> the filter -> GRPO (HRD and uniform, two seeds each) -> evaluation ->
+plots, with a random 2-layer model and the Triton interpreter sandbox.
 
 It checks what the real run's conclusions rest on: the SFT loss falls, every GRPO sample has its rewards
 recorded, the plots and the comparison are written, and a stage resumed after an interruption gives the same
@@ -33,7 +33,7 @@ TINY = (
     "data.sft_pairs=8", "data.rl_tasks=24", "data.chunk_size=32", "data.validate_seeds=2",
     "data.families=[relu,gelu_tanh,reduce_chain,softmax_chain]",
     "sft.epochs=50", "sft.max_steps=6", "sft.batch_size=2", "sft.micro_batch_rows=1", "sft.max_seq_len=2048",
-    "sft.logits_chunk=512", "sft.eval_fraction=0.0", "sft.eval_every=0",
+    "sft.logits_chunk=512", "sft.eval_fraction=0.0", "sft.eval_every=0", "sft.export_every=3",
     "optim.learning_rate=3.0e-03", "optim.decay=constant", "optim.warmup_ratio=0.0",
     "checkpoint.every=3", "checkpoint.async_save=false",
     "grpo.max_steps=2", "grpo.group_size=2", "grpo.tasks_per_step=2", "grpo.tasks_per_call=2",
@@ -51,7 +51,7 @@ def learned(tmp_path_factory):
     plan = Plan(root, TINY, base_model="random:tiny_llama", eval_sets=("A",), sandbox_backend="interpreter",
                 sandbox_workers=2, min_correct=0)
     try:
-        for stage in ("data", "evalsets", "sft", "filter", "grpo", "eval-grpo/greedy", "report"):
+        for stage in ("data", "evalsets", "sft", "select", "filter", "grpo", "eval-grpo/greedy", "report"):
             run_stage(stage, plan)
     finally:
         stop_sandbox(plan)
@@ -66,6 +66,21 @@ def test_the_sft_loss_falls(learned):
     losses = [r["train/loss"] for r in _metrics(learned.sft_dir) if "train/loss" in r]
     assert len(losses) == 6
     assert losses[-1] < 0.9 * losses[0]
+
+
+def test_the_sft_policy_is_chosen_among_its_exports_on_the_val_split_and_every_later_stage_starts_from_it(learned):
+    selection = json.loads(learned.selection.read_text())
+    assert [r["policy"] for r in selection["candidates"]] == ["hf-step-3", "hf"]
+    rows = [json.loads(line) for line in (learned.data_dir / "rl_tasks.jsonl").read_text().splitlines()]
+    val = {r["task_id"] for r in rows if r["split"] == "val"}
+    for candidate in selection["candidates"]:
+        samples = (learned.run_dir(f"issue21-select-{candidate['policy']}") / "samples.jsonl").read_text()
+        assert {json.loads(line)["problem"] for line in samples.splitlines()} <= val
+        assert candidate["tasks"] > 0
+    chosen = learned.sft_dir / selection["chosen"]
+    for run in (learned.run_dir("issue21-filter-eval"), *map(learned.grpo_dir, learned.grpo_runs)):
+        assert f"source: {chosen}\n" in (run / "config.yaml").read_text(), run
+    assert f"Chosen: `{selection['chosen']}`" in (learned.output_root / "issue21-report" / "comparison.md").read_text()
 
 
 def test_the_filter_measures_the_sft_policy_on_the_rl_split_and_grpo_trains_on_what_it_keeps(learned):

@@ -7,14 +7,16 @@ import os
 import shutil
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
 from jaxrl.config import load_config
 from jaxrl.data.engine import evalsets
 from jaxrl.recipes.learning import (
-    ARMS, CONFIGS, EVAL_SETS, FILTER_CONFIG, GREEDY, REPORT_K, RUN_NAMES, SAMPLED, Command, Plan, eval_run_name,
-    filter_tasks, main, run_commands, stage_commands, step_commands,
+    ARMS, CONFIGS, EVAL_SETS, FILTER_CONFIG, GREEDY, REPORT_K, RUN_NAMES, SAMPLED, SELECT_CONFIG, SFT_CONFIG, Command,
+    Plan, eval_run_name, filter_tasks, main, run_commands, select_checkpoint, sft_policy, stage_commands,
+    step_commands,
 )
 
 ADDRESS = "127.0.0.1:1"
@@ -40,7 +42,27 @@ def _names(commands: list[Command]) -> list[str]:
     return [c.label for c in commands]
 
 
+def _sft_run(plan: Plan, candidates: tuple[str, ...] = ("hf-step-10", "hf-step-2", "hf")) -> None:
+    for name in candidates:
+        (plan.sft_dir / name).mkdir(parents=True)
+        (plan.sft_dir / name / "config.json").write_text("{}")
+
+
+def _select(plan: Plan, correct: dict[str, int], tasks: int = 4) -> Path:
+    """Finished val-split evaluations of the SFT candidates (`correct[name]` of `tasks` right), then the choice."""
+    for name, n in correct.items():
+        run = plan.run_dir(f"issue21-select-{name}")
+        run.mkdir()
+        (run / "samples.jsonl").write_text("".join(
+            json.dumps({"problem": f"val-{i}", "sample": 0, "status": "ok" if i < n else "incorrect"}) + "\n"
+            for i in range(tasks)))
+        (run / "metrics.json").write_text("{}")
+    return select_checkpoint(plan)
+
+
 def test_an_eval_stage_with_a_decoding_makes_only_those_evaluations(plan):
+    _sft_run(plan, ("hf",))
+    _select(plan, {"hf": 1})
     greedy = stage_commands("eval-sft/greedy", plan)
     assert _names(greedy) == [f"eval {eval_run_name('sft', s, GREEDY)}" for s in "ABCDE"]
     assert all("sampling.temperature=0.0" in c.argv and f"sandbox.targets=[{ADDRESS}]" in c.argv for c in greedy)
@@ -63,7 +85,7 @@ def test_sets_a_b_c_are_evaluated_from_the_built_files_once_they_match_the_lock(
     assert _names(stage_commands("evalsets", plan)) == ["data evalsets"]  # rebuilt by the evalsets stage
     shutil.rmtree(plan.output_root / "evalsets")
     with pytest.raises(ValueError, match="evaluation set A: no "):
-        stage_commands("eval-sft/greedy", plan)
+        stage_commands("eval-base/greedy", plan)
 
 
 def _filter_run(plan: Plan, correct: dict[str, int], samples: int = 8) -> None:
@@ -79,11 +101,45 @@ def _filter_run(plan: Plan, correct: dict[str, int], samples: int = 8) -> None:
     (run / "metrics.json").write_text("{}")
 
 
+def test_sft_checkpoints_are_chosen_on_the_val_split_only(plan):
+    with pytest.raises(ValueError, match="run the sft stage first"):
+        stage_commands("select", plan)
+    _sft_run(plan)
+    commands = stage_commands("select", plan)
+    assert _names(commands) == [f"eval issue21-select-{n}" for n in ("hf-step-2", "hf-step-10", "hf")]
+    for command, name in zip(commands, ("hf-step-2", "hf-step-10", "hf")):
+        assert str(CONFIGS / SELECT_CONFIG) in command.argv and f"model.source={plan.sft_dir / name}" in command.argv
+        assert f"eval.dataset={plan.data_dir / 'rl_tasks.jsonl'}" in command.argv
+    config = load_config(CONFIGS / SELECT_CONFIG)
+    assert (config.eval.split, config.sampling.temperature, config.sampling.num_samples) == ("val", 0.0, 1)
+    assert load_config(CONFIGS / SFT_CONFIG).sft.export_every > 0
+    with pytest.raises(ValueError, match="run the select stage after sft"):
+        stage_commands("eval-sft/greedy", plan)
+
+
+def test_the_most_correct_candidate_is_chosen_and_ties_go_to_the_later_step(plan):
+    _sft_run(plan)
+    assert _select(plan, {"hf-step-2": 1, "hf-step-10": 3, "hf": 3}) == plan.sft_dir / "hf"
+    assert stage_commands("select", plan) == []  # evaluated once
+    selection = json.loads(plan.selection.read_text())
+    assert [(r["policy"], r["correct"], r["tasks"]) for r in selection["candidates"]] == [
+        ("hf-step-2", 1, 4), ("hf-step-10", 3, 4), ("hf", 3, 4)]
+    for name, n in (("hf-step-10", 4), ("hf-step-2", 4)):
+        (plan.run_dir(f"issue21-select-{name}") / "samples.jsonl").write_text("".join(
+            json.dumps({"problem": f"val-{i}", "sample": 0, "status": "ok" if i < n else "incorrect"}) + "\n"
+            for i in range(4)))
+        assert select_checkpoint(plan) == plan.sft_dir / "hf-step-10"
+    assert sft_policy(plan) == plan.sft_dir / "hf-step-10"
+    assert all(f"model.source={plan.sft_dir / 'hf-step-10'}" in c.argv for c in stage_commands("eval-sft", plan))
+
+
 def test_the_filter_samples_the_sft_policy_as_grpo_samples_on_the_rl_split(plan):
+    _sft_run(plan)
+    _select(plan, {"hf-step-2": 2, "hf-step-10": 0, "hf": 1})
     (command,) = stage_commands("filter", plan)
     assert command.label == "eval issue21-filter-eval"
     assert f"eval.dataset={plan.data_dir / 'rl_tasks.jsonl'}" in command.argv
-    assert f"model.source={plan.sft_dir / 'hf'}" in command.argv
+    assert f"model.source={plan.sft_dir / 'hf-step-2'}" in command.argv
     grpo, sampled = load_config(CONFIGS / ARMS["grpo_hrd"]), load_config(CONFIGS / FILTER_CONFIG)
     assert sampled.sampling.num_samples == grpo.grpo.group_size == 8 and sampled.eval.split == grpo.grpo.split == "rl"
     for key in ("temperature", "top_p", "top_k", "max_new_tokens", "max_prompt_tokens"):
@@ -92,6 +148,8 @@ def test_the_filter_samples_the_sft_policy_as_grpo_samples_on_the_rl_split(plan)
 
 
 def test_grpo_trains_on_the_tasks_with_1_to_7_of_8_correct_and_the_distribution_is_written(plan):
+    _sft_run(plan, ("hf",))
+    _select(plan, {"hf": 1})
     with pytest.raises(ValueError, match="run the filter stage first"):
         stage_commands("grpo", plan)
     _filter_run(plan, {"none": 0, "one": 1, "some": 5, "seven": 7, "all": 8})
@@ -105,6 +163,8 @@ def test_grpo_trains_on_the_tasks_with_1_to_7_of_8_correct_and_the_distribution_
 
 
 def test_a_filter_that_keeps_no_task_stops_the_recipe_before_grpo(plan):
+    _sft_run(plan, ("hf",))
+    _select(plan, {"hf": 1})
     _filter_run(plan, {"none": 0, "all": 8})
     with pytest.raises(RuntimeError, match="no rl task had 1 to 7 of 8 samples correct"):
         filter_tasks(plan)
@@ -118,6 +178,8 @@ def test_finished_evaluations_and_trained_models_are_not_run_again(plan):
     done.mkdir()
     (done / "metrics.json").write_text("{}")
     assert f"eval {done.name}" not in _names(stage_commands("eval-grpo/greedy", plan))
+    _sft_run(plan, ("hf",))
+    _select(plan, {"hf": 1})
     _filter_run(plan, {"one": 1})
     filter_tasks(plan)
     hf = plan.run_dir("issue21-grpo-hrd-s0") / "hf"
@@ -128,6 +190,8 @@ def test_finished_evaluations_and_trained_models_are_not_run_again(plan):
 
 
 def test_each_arm_runs_once_per_seed_from_the_same_sft_policy_and_tasks(plan):
+    _sft_run(plan)
+    _select(plan, {"hf-step-2": 2, "hf-step-10": 0, "hf": 1})
     _filter_run(plan, {"one": 1})
     filter_tasks(plan)
     commands = stage_commands("grpo", plan)
@@ -136,7 +200,8 @@ def test_each_arm_runs_once_per_seed_from_the_same_sft_policy_and_tasks(plan):
     for command, (arm, seed) in zip(commands, [("hrd", 0), ("uniform", 0), ("hrd", 1), ("uniform", 1)]):
         assert str(CONFIGS / f"issue21_grpo_{arm}.yaml") in command.argv
         assert {f"grpo.seed={seed}", f"sampling.seed={seed}", f"grpo.dataset={plan.grpo_tasks}",
-                f"model.source={plan.sft_dir / 'hf'}"} <= set(command.argv)
+                f"model.source={plan.sft_dir / 'hf-step-2'}", f"model.tokenizer={plan.sft_dir / 'hf-step-2'}"
+                } <= set(command.argv)
     evals = _names(stage_commands("eval-grpo/greedy", plan))
     assert len(evals) == 4 * 5 and f"eval {eval_run_name('grpo_uniform-s1', 'E', GREEDY)}" in evals
     assert _names(stage_commands("grpo", Plan(plan.output_root, seeds=(3,))))[0] == "grpo issue21-grpo-hrd-s3"
@@ -195,7 +260,7 @@ def test_commands_run_at_most_max_parallel_at_once_and_failures_do_not_stop_the_
     assert time.monotonic() - started >= 1.2  # two rounds of two
 
 
-def test_at_most_max_training_commands_train_at_once_and_evaluations_do_not_wait_behind_them(tmp_path):
+def test_at_most_max_training_commands_train_at_once_and_evaluations_do_not_wait_behind_them(tmp_path, capsys):
     log = tmp_path / "log"
     script = ("import sys, time; open(sys.argv[1], 'a').write(f'start {sys.argv[2]} {time.time()}\\n'); "
               "time.sleep(0.6); open(sys.argv[1], 'a').write(f'end {sys.argv[2]} {time.time()}\\n')")
@@ -209,7 +274,8 @@ def test_at_most_max_training_commands_train_at_once_and_evaluations_do_not_wait
         running[what] += 1 if kind == "start" else -1
         peak[what] = max(peak[what], running[what])
     assert peak == {"grpo": 2, "eval": 1}
-    assert [what for _, kind, what in events if kind == "start"][:3] == ["grpo", "grpo", "eval"]
+    started = [line.split()[-1] for line in capsys.readouterr().out.splitlines() if line.startswith("learning: start")]
+    assert started == ["c0", "c1", "c3", "c2"]  # the evaluation went ahead of the third training run
 
 
 def test_the_report_k_is_the_sampled_evaluations_samples_per_task():
