@@ -14,7 +14,7 @@
     grpo        GRPO with HRD (alpha 0.1) and GRPO with the uniform reward (beta 0.3), from the SFT policy, on the
                 filtered tasks, with the same budget, each arm once per seed (`--seeds`, default 0,1): four runs
     eval-grpo   every GRPO policy on every evaluation set
-    report      plots and the comparison table (jaxrl.evaluation.learning_report)
+    report      plots, the comparison table and results.json (jaxrl.evaluation.learning_report), in --report-out
 
     python -m jaxrl.recipes.learning [--stages data,evalsets,eval-base+sft,eval-sft/greedy,...] [--set key=value ...]
 
@@ -105,6 +105,7 @@ class Plan:
     max_parallel: int = 4  # commands of one step running at once (a stage's evaluations, the GRPO runs)
     max_training: int = 2  # of which training (sft, grpo): two GRPO runs and the sandbox fill the GPU's memory
     seeds: tuple[int, ...] = (0, 1)  # each GRPO arm runs once per seed (grpo.seed and sampling.seed)
+    report_out: Path | None = None  # where the report goes (None: <output root>/issue21-report)
     # GRPO trains on the tasks with at least this many correct of the filter's samples and at least one wrong:
     # 1 is issue 21's rule (pass@8 between 1/8 and 7/8); the CPU test keeps 0 (a random model solves nothing).
     min_correct: int = 1
@@ -133,6 +134,10 @@ class Plan:
     def grpo_dir(self, model: str) -> Path:
         arm, seed = self.grpo_runs[model]
         return self.run_dir(f"{RUN_NAMES[ARMS[arm]]}-s{seed}")
+
+    @property
+    def report_dir(self) -> Path:
+        return self.report_out or self.run_dir("issue21-report")
 
     @property
     def selection(self) -> Path:
@@ -470,21 +475,28 @@ def stop_sandbox(plan: Plan) -> None:
 
 
 def _report(plan: Plan) -> None:
+    """The report of whatever has finished, in `plan.report_dir`: plots, comparison.md (with the SFT checkpoint
+    chosen, the GRPO task filter and the paired comparisons) and results.json (each GRPO run as a seed of its arm)."""
     from jaxrl.evaluation.learning_report import main as report
 
-    args = ["--sft", str(plan.sft_dir), "--out", str(plan.output_root / "issue21-report"), "--k", str(REPORT_K),
+    args = ["--sft", str(plan.sft_dir), "--out", str(plan.report_dir), "--k", str(REPORT_K),
             f"--family-set={plan.eval_sets[0]} (temperature 0)"]
     args += [f"--grpo={model}={plan.grpo_dir(model)}" for model in plan.grpo_runs
              if (plan.grpo_dir(model) / "metrics.jsonl").exists()]
-    if plan.selection.is_file():
-        args.append(f"--selection={plan.selection}")
+    for flag, path in (("--selection", plan.selection), ("--filter", plan.run_dir(FILTER_DIR) / "pass_at_k.json")):
+        if path.is_file():
+            args.append(f"{flag}={path}")
     for model in _models(plan):
+        arm, seed = plan.grpo_runs.get(model, (model, None))
+        result = arm if seed is None else f"{arm}/s{seed}"
         for eval_set in plan.eval_sets:
             for decoding in EVAL_SETS[eval_set].decodings:
                 run = plan.run_dir(eval_run_name(model, eval_set, decoding))
+                if not (run / "metrics.json").exists():
+                    continue
                 label = eval_set if decoding == SAMPLED else f"{eval_set} (temperature 0)"
-                if (run / "metrics.json").exists():
-                    args.append(f"--eval={model}:{label}={run}")
+                args.append(f"--eval={model}:{label}={run}")
+                args.append(f"--result{'' if decoding == GREEDY else '-sampled'}={result}:{eval_set}={run}")
     report(args)
 
 
@@ -505,6 +517,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--max-parallel", type=int, default=4, help="commands of one step running at once")
     parser.add_argument("--max-training", type=int, default=2, help="of which training commands (sft, grpo)")
     parser.add_argument("--seeds", default="0,1", help="the GRPO seeds: each arm runs once per seed")
+    parser.add_argument("--report-out", type=Path,
+                        help="the report's folder (default <output root>/issue21-report; docs/learning for the record)")
     parser.add_argument("--memory", action="append", default=[], metavar="KIND=FRACTION",
                         help="JAX's GPU cap for one kind of command (data, sft, grpo, eval), e.g. grpo=0.3")
     parser.add_argument("--base-model", default="smollm2-135m", help="the model SFT starts from (and 'untrained')")
@@ -536,7 +550,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     plan = Plan(args.output_root.resolve(), tuple(args.set), args.base_model, eval_sets,
                 memory_fractions=tuple(memory.items()), sandbox_backend=args.sandbox_backend,
                 sandbox_workers=args.sandbox_workers, max_parallel=args.max_parallel,
-                max_training=args.max_training, seeds=seeds)
+                max_training=args.max_training, seeds=seeds, report_out=args.report_out)
     steps = [s for s in args.stages.split(",") if s]
     for part in (p for step in steps for p in step.split("+")):
         try:

@@ -51,7 +51,8 @@ def learned(tmp_path_factory):
     plan = Plan(root, TINY, base_model="random:tiny_llama", eval_sets=("A",), sandbox_backend="interpreter",
                 sandbox_workers=2, min_correct=0)
     try:
-        for stage in ("data", "evalsets", "sft", "select", "filter", "grpo", "eval-grpo/greedy", "report"):
+        for stage in ("data", "evalsets", "sft", "select", "filter", "grpo", "eval-sft/greedy+eval-grpo/greedy",
+                      "report"):
             run_stage(stage, plan)
     finally:
         stop_sandbox(plan)
@@ -108,14 +109,19 @@ def test_every_grpo_sample_has_its_rewards_recorded(learned):
         assert f"reward_mode: {arm.removeprefix('grpo_')}" in config and f"  seed: {seed}\n" in config
 
 
-def test_the_plots_and_the_comparison_are_written(learned):
+def test_the_plots_the_comparison_and_results_json_are_written(learned):
     report = learned.output_root / "issue21-report"
     for name in ("sft_loss.png", "grpo_curves.png", "comparison.md"):
         assert (report / name).stat().st_size > 0, name
     comparison = (report / "comparison.md").read_text()
-    assert "### A (temperature 0)" in comparison
-    for model in learned.grpo_runs:
+    assert "### A (temperature 0)" in comparison and "| A | grpo_hrd - sft |" in comparison
+    assert "## GRPO's tasks" in comparison
+    for model in ("sft", *learned.grpo_runs):
         assert f"| {model} |" in comparison
+    entry = json.loads((report / "results.json").read_text())["sets"]["A"]
+    assert set(entry) == {"sft", "grpo_hrd", "grpo_uniform", "grpo_hrd_seeds", "grpo_uniform_seeds"}
+    assert set(entry["grpo_hrd"]) == {"n", "correct_t0", "correct_t0_ci", "fast_1", "infra_errors"}
+    assert len(entry["grpo_hrd_seeds"]) == len(entry["grpo_uniform_seeds"]) == 2
 
 
 def test_a_resumed_stage_gives_the_metrics_of_a_straight_run(learned, tmp_path):
