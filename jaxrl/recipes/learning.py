@@ -16,16 +16,17 @@
     eval-grpo   every GRPO policy on every evaluation set
     report      plots, the comparison table and results.json (jaxrl.evaluation.learning_report), in --report-out
 
-    python -m jaxrl.recipes.learning [--stages data,evalsets,eval-base+sft,eval-sft/greedy,...] [--set key=value ...]
+    python -m jaxrl.recipes.learning [--stages data,evalsets,eval-base+sft,select,...] [--seeds 0,1] [--set k=v ...]
 
 The evaluation sets: A (new compositions of trained operators), B (never-trained operators, their math written
 out), C (B's operators by name), D (KernelBench level 1 in scope), E (KernelBench level 2, greedy only). A, B and
 C are built into `<output root>/evalsets` and every evaluation of them first checks the files against the lock's
 digests, so what is evaluated is the set fixed before any training.
 
-The default order puts what the targets rest on first: the untrained model is evaluated while SFT trains
-(`+` runs stages side by side), the greedy evaluations (correct at temperature 0) come before GRPO, and the
-sampled ones (pass@k) last. An evaluation stage may name one decoding (`eval-sft/greedy`).
+The default order puts what the targets rest on first: the untrained model is evaluated greedy while SFT trains
+(`+` runs stages side by side), the SFT checkpoint is chosen and evaluated greedy (correct at temperature 0)
+before the filter and GRPO, the GRPO runs' greedy evaluations follow, and the sampled ones (pass@k) come last. An
+evaluation stage may name one decoding (`eval-sft/greedy`).
 
 A stage whose outputs exist is skipped, and the commands themselves resume, so running the same line again
 (after a time limit, on a fresh lease) continues where it stopped. Evaluation and GRPO processes share one
@@ -82,7 +83,7 @@ class EvalSet:
 # evaluations at 70% (the sandbox is nearly idle then). At 50% the judges ran out of memory on full-size KernelBench
 # problems beside four evaluations (docs/learning.md, Results).
 SANDBOX_MEMORY_FRACTION = "0.35"
-REPORT_K = 4  # the sampled evaluations' samples per task (configs/learning/eval_heldout.yaml), reported as pass@k
+REPORT_K = 4  # the sampled evaluations' samples per task (configs/learning/issue21_eval_abc.yaml), reported as pass@k
 EVAL_SETS = {"A": EvalSet("issue21_eval_abc.yaml", "A"), "B": EvalSet("issue21_eval_abc.yaml", "B"),
              "C": EvalSet("issue21_eval_abc.yaml", "C"), "D": EvalSet("issue21_eval_kbl1.yaml"),
              "E": EvalSet("issue21_eval_kbl2.yaml", decodings=(GREEDY,))}
@@ -500,8 +501,10 @@ def _report(plan: Plan) -> None:
     report(args)
 
 
-DEFAULT_ORDER = ("data,evalsets,eval-base+sft,select,eval-sft/greedy,filter,grpo,eval-grpo/greedy,eval-sft/sampled,"
-                 "eval-grpo/sampled,report")
+# The untrained model's sampled evaluations (its answers run to the token cap) come last with the other sampled ones:
+# beside SFT they would hold the step past its end.
+DEFAULT_ORDER = ("data,evalsets,eval-base/greedy+sft,select,eval-sft/greedy,filter,grpo,eval-grpo/greedy,"
+                 "eval-base/sampled,eval-sft/sampled,eval-grpo/sampled,report")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -14,7 +14,7 @@ import pytest
 from jaxrl.config import load_config
 from jaxrl.data.engine import evalsets
 from jaxrl.recipes.learning import (
-    ARMS, CONFIGS, EVAL_SETS, FILTER_CONFIG, GREEDY, REPORT_K, RUN_NAMES, SAMPLED, SELECT_CONFIG, SFT_CONFIG, Command,
+    ARMS, CONFIGS, DEFAULT_ORDER, EVAL_SETS, FILTER_CONFIG, GREEDY, REPORT_K, RUN_NAMES, SAMPLED, SELECT_CONFIG, SFT_CONFIG, Command,
     Plan, eval_run_name, filter_tasks, main, run_commands, select_checkpoint, sft_policy, stage_commands,
     step_commands,
 )
@@ -281,3 +281,10 @@ def test_at_most_max_training_commands_train_at_once_and_evaluations_do_not_wait
 def test_the_report_k_is_the_sampled_evaluations_samples_per_task():
     config = load_config(CONFIGS / EVAL_SETS["A"].config)
     assert config.sampling.num_samples == REPORT_K and REPORT_K in config.eval.k
+
+
+def test_the_device_script_runs_the_default_order_but_the_carried_data_build():
+    script = (CONFIGS.parents[1] / "scripts" / "device_learning.sh").read_text()
+    stages = "".join(line.split("=", 1)[1].strip('"') for line in script.splitlines()
+                     if line.startswith(("STAGES=", "STAGES+=")))
+    assert stages == DEFAULT_ORDER.removeprefix("data,")
