@@ -2,7 +2,7 @@
 
 The run folder holds config.yaml (the resolved config), metrics.jsonl and tensorboard/ (per step),
 checkpoints/ (orbax) and hf/ (the trained policy as a Hugging Face folder, loadable by transformers
-and vLLM). Running again with the same run.name resumes from the newest checkpoint (unless
+and vLLM), with hf-step-<N>/ every sft.export_every steps (candidates to choose a checkpoint from). Running again with the same run.name resumes from the newest checkpoint (unless
 checkpoint.resume=false) and continues exactly as the uninterrupted run would have.
 
 model.source is anything `jaxrl.policy` loads, `random:<preset>` included (model.tokenizer is then required).
@@ -23,7 +23,7 @@ from jaxrl.data.sft_data import SFTExample, read_jsonl, read_kernelbook
 from jaxrl.policy import check_source, load_tokenizer, mesh_from_section, policy_config
 from jaxrl.training.metrics_log import MetricsLogger
 from jaxrl.training.optim import make_optimizer
-from jaxrl.training.run_folder import export_policy, run_directory, start_training
+from jaxrl.training.run_folder import export_candidate, export_policy, run_directory, start_training
 from jaxrl.training.sft import BatchOrder, SFTData, SFTLoop, eval_micro_batches, make_sft_loss
 from jaxrl.training.trainer import TrainStep, model_from_state
 
@@ -72,6 +72,9 @@ def run(config: Config) -> int:
         checkpointer=checkpointer,
         checkpoint_every=config.checkpoint.every,
         logger=logger,
+        export_every=settings.export_every,
+        export=lambda step, state: export_candidate(config, model_from_state(graphdef, state), model_config, run_dir,
+                                                    tokenizer, step),
     )
     try:
         state, position = loop.run(state, position)

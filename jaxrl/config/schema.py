@@ -492,6 +492,8 @@ class SFTSection(Section):
     an example longer than that is dropped or has its completion truncated (overlong).
     logits_chunk: logits and loss computed on chunks of this many positions (0 = all at once; must
     divide max_seq_len). eval_every / log_every: in steps (eval 0 = at the end only). seed: data order.
+    export_every: also export the policy every N steps as <run dir>/hf-step-<N> (the final policy is hf/):
+    candidates for choosing a checkpoint afterwards, e.g. on validation tasks (0 = off).
     """
 
     yaml_note: ClassVar[str] = "supervised fine-tuning: python -m jaxrl.main sft"
@@ -511,6 +513,7 @@ class SFTSection(Section):
     logits_chunk: int = knob(0, "positions per logits/loss chunk; 0 = all at once", ge=0)
     log_every: int = knob(1, "steps between metrics lines", ge=1)
     seed: int = knob(0, "data order")
+    export_every: int = knob(0, "steps between exports to <run dir>/hf-step-<N>; 0 = the final hf/ only", ge=0)
 
     def _problems(self) -> list[str]:
         problems = []

@@ -1,12 +1,16 @@
-"""The learning demonstration's figures and tables: training curves as PNG files, and the comparison of
-models (untrained, SFT, GRPO+HRD, GRPO uniform) on every evaluation set.
+"""The learning demonstration's figures and tables: training curves as PNG files, the comparison of models
+(untrained, SFT, GRPO+HRD, GRPO uniform) on every evaluation set, and issue 21's `results.json`.
 
-    python -m jaxrl.evaluation.learning_report --sft runs/learn-sft --grpo hrd=runs/learn-grpo-hrd \
-        --grpo uniform=runs/learn-grpo-uniform --eval untrained:heldout=runs/learn-eval-base-heldout ... \
-        --out docs/learning
+    python -m jaxrl.evaluation.learning_report --sft runs/issue21-sft --grpo grpo_hrd=runs/issue21-grpo-hrd \
+        --grpo grpo_uniform=runs/issue21-grpo-uniform \
+        --eval "untrained:A (temperature 0)=runs/issue21-eval-untrained-A-greedy" ... --out docs/learning
 
 Inputs are the run folders the commands write (`metrics.jsonl` of `sft`/`grpo`, `metrics.json` and
 `samples.jsonl` of `eval`); outputs are PNG plots and `comparison.md`. matplotlib draws off-screen (Agg).
+`--result MODEL:SET=GREEDY_RUN` (with `--result-sampled` for the same label's pass@k run) writes
+`results.json` (jaxrl.evaluation.stats: 95% intervals, means over seeds with each seed's figures beside them,
+a MODEL written `grpo_hrd/s0` being seed s0 of grpo_hrd) and the paired comparisons of `PAIRS` in
+`comparison.md`. `--selection` and `--filter` add the recipe's SFT checkpoint choice and GRPO task filter.
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from jaxrl.evaluation.stats import SETS, SetSummary, correct_t0_scores, paired_difference, results_json, set_summary
+
 GRPO_PANELS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
     ("reward", (("reward/correct_mean", "R_correct"), ("reward/speedup_mean", "R_speedup"))),
     ("rates", (("rate/correct", "correct"), ("rate/valid", "valid"), ("rate/cheat", "cheat"))),
@@ -26,6 +32,9 @@ GRPO_PANELS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
     ("entropy", (("train/entropy", "entropy"),)),
 )
 COMPARISON_METRICS = ("valid", "compiled", "correct", "fast_1", "fast_2")
+# (B, A) pairs compared problem by problem (correct at temperature 0, B minus A), on each set and on A and B
+# together: what issue 21's targets are stated in.
+PAIRS = (("sft", "untrained"), ("grpo_hrd", "sft"), ("grpo_uniform", "sft"), ("grpo_hrd", "grpo_uniform"))
 
 
 def read_metrics(run_dir: Path) -> list[dict[str, Any]]:
@@ -142,7 +151,7 @@ def _pct(value: float | None) -> str:
 def comparison_table(evals: Mapping[str, Mapping[str, Path]], k: int | None = None) -> str:
     """Markdown: one table per evaluation set, one row per model. Infra errors (the sandbox failed, not the
     model) are counted apart: a set with many of them measured the machine, not the model."""
-    sets = sorted({s for per_set in evals.values() for s in per_set}, key=lambda s: (s != "heldout", s))
+    sets = sorted({s for per_set in evals.values() for s in per_set})
     lines = []
     for eval_set in sets:
         columns = ["model", "problems", "samples", *COMPARISON_METRICS, *([f"correct@{k}"] if k else []),
@@ -172,6 +181,101 @@ def family_table(evals: Mapping[str, Path]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def first_step_entropy(run_dir: Path) -> float | None:
+    """A GRPO run's `train/entropy` at its first step when that step updated the policy: the token entropy of
+    the policy it started from (the update's forward pass runs on it) over the samples trained on. None when the
+    first step made no update (dynamic sampling kept no group)."""
+    records = read_metrics(run_dir)
+    first = records[0] if records else {}
+    return first.get("train/entropy") if first.get("train/updated", 1.0) else None
+
+
+def sft_section(selection: Mapping[str, Any], grpo: Mapping[str, Path]) -> str:
+    """Markdown: which SFT checkpoint every later stage started from and why, and its entropy as the GRPO runs
+    measured it (the SFT run itself logs no entropy)."""
+    lines = ["## The SFT policy", "", f"Chosen: `{selection['chosen']}`, by {selection['criterion']}.", "",
+             "| candidate | correct | tasks | infra errors |", "|---|---|---|---|"]
+    lines += [f"| {r['policy']} | {r['correct']} | {r['tasks']} | {r['infra_errors']} |"
+              for r in selection["candidates"]]
+    entropies = {name: first_step_entropy(path) for name, path in grpo.items()}
+    if entropies:
+        cells = ", ".join(f"{name} {'-' if e is None else f'{e:.3f}'}" for name, e in entropies.items())
+        lines += ["", f"Its token entropy at GRPO's temperature (each GRPO run's first step): {cells}."]
+    return "\n".join(lines) + "\n"
+
+
+ResultRuns = Mapping[tuple[str, str], Path]  # (MODEL or MODEL/SEED, SET) -> an eval run folder
+
+
+def _summaries(greedy: ResultRuns, sampled: ResultRuns) -> dict[str, dict[str, SetSummary | list[SetSummary]]]:
+    """stats.set_summary per set (in SETS order) and model, a list of them (in the order given) for a model with
+    seeds."""
+    out: dict[str, dict[str, Any]] = {}
+    for (label, eval_set), run in greedy.items():
+        model, seeded, _ = label.partition("/")
+        extra = _samples(sampled[label, eval_set]) if (label, eval_set) in sampled else ()
+        summary = set_summary(_samples(run), extra)
+        if seeded:
+            out.setdefault(eval_set, {}).setdefault(model, []).append(summary)
+        else:
+            out.setdefault(eval_set, {})[model] = summary
+    return dict(sorted(out.items(), key=lambda item: SETS.index(item[0]) if item[0] in SETS else len(SETS)))
+
+
+def _seed_mean_scores(greedy: ResultRuns, model: str, sets: Sequence[str]) -> dict[str, float]:
+    """Per problem of `sets`: correct at temperature 0, averaged over the model's seeds (runs labelled `model`
+    or `model/SEED`)."""
+    per_problem: dict[str, list[float]] = defaultdict(list)
+    for (label, eval_set), run in greedy.items():
+        if label.partition("/")[0] == model and eval_set in sets:
+            for problem, score in correct_t0_scores(_samples(run)).items():
+                per_problem[problem].append(score)
+    return {problem: sum(v) / len(v) for problem, v in per_problem.items()}
+
+
+def paired_table(greedy: ResultRuns) -> str:
+    """Markdown: each pair of `PAIRS` on each set and on A and B together: the mean difference in correct at
+    temperature 0 (B minus A, seeds averaged per problem), its paired bootstrap 95% interval, the problems where
+    each is better and the sign test's p-value."""
+    lines = ["| set | B - A | problems | difference | 95% interval | B better | A better | p |",
+             "|---|---|---|---|---|---|---|---|"]
+    present = [s for s in SETS if any(key[1] == s for key in greedy)]
+    for sets in [*([s] for s in present), *([["A", "B"]] if {"A", "B"} <= set(present) else [])]:
+        for b, a in PAIRS:
+            scores_a, scores_b = _seed_mean_scores(greedy, a, sets), _seed_mean_scores(greedy, b, sets)
+            if not set(scores_a) & set(scores_b):
+                continue
+            d = paired_difference(scores_a, scores_b)
+            interval = "-" if d.ci is None else f"[{100 * d.ci[0]:+.1f}, {100 * d.ci[1]:+.1f}]"
+            lines.append(f"| {'+'.join(sets)} | {b} - {a} | {d.n} | {100 * d.mean:+.1f} pts | {interval} | "
+                         f"{d.better} | {d.worse} | {d.p_value:.3g} |")
+    return "\n".join(lines) + "\n"
+
+
+def filter_section(summary: Mapping[str, Any]) -> str:
+    """Markdown: the SFT policy's pass@k on the rl split's tasks (how many tasks had 0..k correct) and what GRPO
+    kept."""
+    k = summary["samples_per_task"]
+    low, high = summary["kept_correct"]
+    lines = ["## GRPO's tasks", "", f"The SFT policy's correct samples of {k} on each of the {summary['tasks']} rl "
+             f"tasks ({summary['infra_errors']} infra errors); GRPO trains on the {summary['kept']} with {low} to "
+             f"{high} correct.", "", "| correct of " + str(k) + " | " + " | ".join(map(str, range(k + 1))) + " |",
+             "|---|" + "---|" * (k + 1),
+             "| tasks | " + " | ".join(str(summary["distribution"][str(c)]) for c in range(k + 1)) + " |"]
+    return "\n".join(lines) + "\n"
+
+
+def _runs_by_label(values: Sequence[str], what: str) -> dict[tuple[str, str], Path]:
+    out = {}
+    for value in values:
+        label, sep, path = value.partition("=")
+        model, colon, eval_set = label.partition(":")
+        if not (sep and colon):
+            raise SystemExit(f"--{what} wants MODEL:SET=RUN_DIR, got {value!r}")
+        out[model, eval_set] = Path(path)
+    return out
+
+
 def _pairs(values: Sequence[str], what: str) -> dict[str, Path]:
     out = {}
     for value in values:
@@ -187,9 +291,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--sft", type=Path, help="the SFT run folder")
     parser.add_argument("--grpo", action="append", default=[], help="ARM=RUN_DIR of a GRPO run (repeatable)")
     parser.add_argument("--eval", action="append", default=[],
-                        help="MODEL:SET=RUN_DIR of an eval run (repeatable), e.g. sft:heldout=runs/eval-sft-heldout")
-    parser.add_argument("--family-set", default="heldout", help="the evaluation set of the per-family table")
+                        help="MODEL:SET=RUN_DIR of an eval run (repeatable), e.g. sft:A=runs/issue21-eval-sft-A")
+    parser.add_argument("--family-set", default="A (temperature 0)",
+                        help="the evaluation set (its label in --eval) of the per-family table")
     parser.add_argument("--k", type=int, help="also report correct@k")
+    parser.add_argument("--selection", type=Path, help="the SFT checkpoint selection (the recipe's selection.json)")
+    parser.add_argument("--filter", type=Path, help="the GRPO task filter's distribution (the recipe's pass_at_k.json)")
+    parser.add_argument("--result", action="append", default=[],
+                        help="MODEL:SET=GREEDY_RUN for results.json (repeatable); MODEL/SEED for one seed of MODEL")
+    parser.add_argument("--result-sampled", action="append", default=[],
+                        help="MODEL:SET=SAMPLED_RUN: the pass@k run of a --result label (repeatable)")
     parser.add_argument("--out", type=Path, required=True, help="folder for the PNG files and comparison.md")
     args = parser.parse_args(argv)
     written = []
@@ -197,15 +308,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         written.append(plot_sft(args.sft, args.out / "sft_loss.png"))
     if args.grpo:
         written.append(plot_grpo(_pairs(args.grpo, "grpo"), args.out / "grpo_curves.png"))
+    greedy = _runs_by_label(args.result, "result")
+    if greedy:
+        path = args.out / "results.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            results = results_json(_summaries(greedy, _runs_by_label(args.result_sampled, "result-sampled")))
+        except ValueError as exc:
+            raise SystemExit(f"--result: {exc}") from None
+        path.write_text(json.dumps(results, indent=2) + "\n")
+        written.append(path)
     if args.eval:
         evals: dict[str, dict[str, Path]] = defaultdict(dict)
-        for value in args.eval:
-            label, sep, path = value.partition("=")
-            model, colon, eval_set = label.partition(":")
-            if not (sep and colon):
-                raise SystemExit(f"--eval wants MODEL:SET=RUN_DIR, got {value!r}")
-            evals[model][eval_set] = Path(path)
+        for (model, eval_set), path in _runs_by_label(args.eval, "eval").items():
+            evals[model][eval_set] = path
         text = "## Comparison\n\n" + comparison_table(evals, args.k)
+        if greedy:
+            text += "\n## Paired comparisons (correct at temperature 0)\n\n" + paired_table(greedy)
+        if args.selection:
+            text += "\n" + sft_section(json.loads(args.selection.read_text()), _pairs(args.grpo, "grpo"))
+        if args.filter:
+            text += "\n" + filter_section(json.loads(args.filter.read_text()))
         family_runs = {m: sets[args.family_set] for m, sets in evals.items() if args.family_set in sets}
         if family_runs:
             text += f"\n## Correct per family ({args.family_set})\n\n" + family_table(family_runs)

@@ -1,18 +1,32 @@
-"""The learning demonstration's stages, in order, each one `python -m jaxrl.main` command in its own process:
+"""The learning demonstration of issue 21, its stages in order, each one command in its own process:
 
-    data        the data engine's build (configs/learning/data.yaml)
-    eval-base   the untrained model on every evaluation set
-    sft         SFT of SmolLM2-135M on the verified pairs
+    data        the data engine's build (configs/learning/issue21_data.yaml: format 2, with the rl split)
+    evalsets    evaluation sets A, B, C (jaxrl.data.engine.evalsets), checked against evalsets.lock.json
+    eval-base   the untrained model on every evaluation set (A-E)
+    sft         SFT of SmolLM2-135M on the verified pairs (configs/learning/issue21_sft.yaml), exporting the policy
+                every sft.export_every steps besides the final one
+    select      every exported SFT policy greedy on the val split (validation families and recipes, never A-E:
+                configs/learning/issue21_select.yaml); the one with the most correct is "the SFT policy" of
+                every later stage (selection.json says which)
     eval-sft    the SFT policy on every evaluation set
-    grpo        GRPO with HRD and GRPO with the uniform reward, from the SFT policy, side by side
-    eval-grpo   both GRPO policies on every evaluation set
-    report      plots and the comparison table (jaxrl.evaluation.learning_report)
+    filter      the SFT policy's pass@8 on the rl split's tasks (configs/learning/issue21_filter.yaml); writes the
+                distribution of correct samples per task and the GRPO task file: the tasks with 1 to 7 of 8 correct
+    grpo        GRPO with HRD (alpha 0.1) and GRPO with the uniform reward (beta 0.3), from the SFT policy, on the
+                filtered tasks, with the same budget, each arm once per seed (`--seeds`, default 0,1): four runs
+    eval-grpo   every GRPO policy on every evaluation set
+    report      plots, the comparison table and results.json (jaxrl.evaluation.learning_report), in --report-out
 
-    python -m jaxrl.recipes.learning [--stages data,eval-base+sft,eval-sft/greedy,...] [--set key=value ...]
+    python -m jaxrl.recipes.learning [--stages data,evalsets,eval-base+sft,select,...] [--seeds 0,1] [--set k=v ...]
 
-The default order puts what the targets rest on first: the untrained model is evaluated while SFT trains
-(`+` runs stages side by side), the greedy evaluations (correct at temperature 0) come before GRPO, and the
-sampled ones (pass@k) last. An evaluation stage may name one decoding (`eval-sft/greedy`).
+The evaluation sets: A (new compositions of trained operators), B (never-trained operators, their math written
+out), C (B's operators by name), D (KernelBench level 1 in scope), E (KernelBench level 2, greedy only). A, B and
+C are built into `<output root>/evalsets` and every evaluation of them first checks the files against the lock's
+digests, so what is evaluated is the set fixed before any training.
+
+The default order puts what the targets rest on first: the untrained model is evaluated greedy while SFT trains
+(`+` runs stages side by side), the SFT checkpoint is chosen and evaluated greedy (correct at temperature 0)
+before the filter and GRPO, the GRPO runs' greedy evaluations follow, and the sampled ones (pass@k) come last. An
+evaluation stage may name one decoding (`eval-sft/greedy`).
 
 A stage whose outputs exist is skipped, and the commands themselves resume, so running the same line again
 (after a time limit, on a fresh lease) continues where it stopped. Evaluation and GRPO processes share one
@@ -33,12 +47,21 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from jaxrl.data.engine.evalsets import check_files
+
 CONFIGS = Path(__file__).resolve().parents[2] / "configs" / "learning"
-RUN_NAMES = {"data.yaml": "data-learn", "sft_smollm2.yaml": "learn-sft", "grpo_hrd_smollm2.yaml": "learn-grpo-hrd",
-             "grpo_uniform_smollm2.yaml": "learn-grpo-uniform"}  # the configs' run.name
-SFT_CONFIG = "sft_smollm2.yaml"
-STAGES = ("data", "eval-base", "sft", "eval-sft", "grpo", "eval-grpo", "report")
-ARMS = {"hrd": "grpo_hrd_smollm2.yaml", "uniform": "grpo_uniform_smollm2.yaml"}
+DATA_CONFIG = "issue21_data.yaml"
+SFT_CONFIG = "issue21_sft.yaml"
+ARMS = {"grpo_hrd": "issue21_grpo_hrd.yaml", "grpo_uniform": "issue21_grpo_uniform.yaml"}
+RUN_NAMES = {DATA_CONFIG: "data-issue21", SFT_CONFIG: "issue21-sft", ARMS["grpo_hrd"]: "issue21-grpo-hrd",
+             ARMS["grpo_uniform"]: "issue21-grpo-uniform"}  # the configs' run.name
+SELECT_CONFIG = "issue21_select.yaml"
+FILTER_CONFIG = "issue21_filter.yaml"
+EVALSETS_DIR = "evalsets"  # A.jsonl, B.jsonl, C.jsonl under the output root
+SELECT_DIR = "issue21-sft-select"  # selection.json
+FILTER_EVAL = "issue21-filter-eval"  # the filter's evaluation run
+FILTER_DIR = "issue21-filter"  # its outputs: the distribution and the GRPO task file
+STAGES = ("data", "evalsets", "eval-base", "sft", "select", "eval-sft", "filter", "grpo", "eval-grpo", "report")
 # Each evaluation set with its decodings: `greedy` is one sample at temperature 0 (correct at temperature 0),
 # `sampled` the config's k samples at temperature 0.7 (pass@k). Level 2 is for the record: greedy only.
 GREEDY, SAMPLED = "greedy", "sampled"
@@ -47,18 +70,23 @@ DECODING_OVERRIDES = {GREEDY: ("sampling.temperature=0.0", "sampling.num_samples
 
 @dataclasses.dataclass(frozen=True)
 class EvalSet:
+    """An evaluation set: its eval config, the evalsets file it reads (A, B, C; None: the config's own tasks)
+    and its decodings."""
+
     config: str
+    built: str | None = None
     decodings: tuple[str, ...] = (GREEDY, SAMPLED)
 
 
 # The sandbox's share of the GPU. The JAX caps are upper bounds (an evaluation of SmolLM2 uses about 5 GB of its
-# 8 GB): two GRPO arms cap at 60%, four evaluations at 40%, SFT beside three evaluations at 70% (the sandbox is
-# nearly idle then). At 50% the judges ran out of memory on full-size KernelBench problems beside four
-# evaluations (docs/learning.md, Results).
+# 8 GB): two GRPO runs at once (`Plan.max_training`) cap at 60%, four evaluations at 40%, SFT beside three
+# evaluations at 70% (the sandbox is nearly idle then). At 50% the judges ran out of memory on full-size KernelBench
+# problems beside four evaluations (docs/learning.md, Results).
 SANDBOX_MEMORY_FRACTION = "0.35"
-REPORT_K = 4  # the sampled evaluations' samples per task (configs/learning/eval_heldout.yaml), reported as pass@k
-EVAL_SETS = {"heldout": EvalSet("eval_heldout.yaml"), "kbl1": EvalSet("eval_kernelbench_l1.yaml"),
-             "kbl2": EvalSet("eval_kernelbench_l2.yaml", (GREEDY,))}
+REPORT_K = 4  # the sampled evaluations' samples per task (configs/learning/issue21_eval_abc.yaml), reported as pass@k
+EVAL_SETS = {"A": EvalSet("issue21_eval_abc.yaml", "A"), "B": EvalSet("issue21_eval_abc.yaml", "B"),
+             "C": EvalSet("issue21_eval_abc.yaml", "C"), "D": EvalSet("issue21_eval_kbl1.yaml"),
+             "E": EvalSet("issue21_eval_kbl2.yaml", decodings=(GREEDY,))}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,7 +95,7 @@ class Plan:
 
     output_root: Path
     overrides: tuple[str, ...] = ()
-    base_model: str = "smollm2-135m"  # what SFT starts from and "base" means in the evaluation
+    base_model: str = "smollm2-135m"  # what SFT starts from and "untrained" means in the evaluation
     eval_sets: tuple[str, ...] = tuple(EVAL_SETS)
     # JAX's cap on the GPU per process, by command (memory is taken as needed, not preallocated, so the
     # processes of a stage and the sandbox share one GPU).
@@ -75,22 +103,55 @@ class Plan:
                                                      ("eval", "0.1"))
     sandbox_backend: str = "cuda"
     sandbox_workers: int = 16
-    max_parallel: int = 4  # commands of one step running at once (a stage's evaluations, the GRPO arms)
+    max_parallel: int = 4  # commands of one step running at once (a stage's evaluations, the GRPO runs)
+    max_training: int = 2  # of which training (sft, grpo): two GRPO runs and the sandbox fill the GPU's memory
+    seeds: tuple[int, ...] = (0, 1)  # each GRPO arm runs once per seed (grpo.seed and sampling.seed)
+    report_out: Path | None = None  # where the report goes (None: <output root>/issue21-report)
+    # GRPO trains on the tasks with at least this many correct of the filter's samples and at least one wrong:
+    # 1 is issue 21's rule (pass@8 between 1/8 and 7/8); the CPU test keeps 0 (a random model solves nothing).
+    min_correct: int = 1
 
     def run_dir(self, name: str) -> Path:
         return self.output_root / name
 
     @property
+    def data_dir(self) -> Path:
+        return self.run_dir(RUN_NAMES[DATA_CONFIG])
+
+    @property
+    def evalsets_dir(self) -> Path:
+        return self.run_dir(EVALSETS_DIR)
+
+    @property
     def sft_dir(self) -> Path:
         return self.run_dir(RUN_NAMES[SFT_CONFIG])
 
-    def arm_dir(self, arm: str) -> Path:
-        return self.run_dir(RUN_NAMES[ARMS[arm]])
+    @property
+    def grpo_runs(self) -> dict[str, tuple[str, int]]:
+        """Every GRPO run by its model name (`grpo_hrd-s0`): (arm, seed). Seed by seed, so that the first two
+        runs to finish are the two arms of one seed, a comparison on their own."""
+        return {f"{arm}-s{seed}": (arm, seed) for seed in self.seeds for arm in ARMS}
+
+    def grpo_dir(self, model: str) -> Path:
+        arm, seed = self.grpo_runs[model]
+        return self.run_dir(f"{RUN_NAMES[ARMS[arm]]}-s{seed}")
+
+    @property
+    def report_dir(self) -> Path:
+        return self.report_out or self.run_dir("issue21-report")
+
+    @property
+    def selection(self) -> Path:
+        return self.run_dir(SELECT_DIR) / "selection.json"
+
+    @property
+    def grpo_tasks(self) -> Path:
+        return self.run_dir(FILTER_DIR) / "grpo_tasks.jsonl"
 
 
 @dataclasses.dataclass(frozen=True)
 class Command:
-    """One `python -m jaxrl.main` process of a stage."""
+    """One process of a stage (`python -m jaxrl.main ...` or another module)."""
 
     argv: tuple[str, ...]
     kind: str  # data | sft | grpo | eval
@@ -103,11 +164,8 @@ class Command:
 
 def _command(plan: Plan, command: str, config: str, *extra: str, last: Sequence[str] = ()) -> Command:
     """The command; `extra` before the plan's overrides, `last` after them (it wins)."""
-    data = plan.run_dir("data-learn")
-    paths = {"sft": [f"sft.data={data / 'sft.jsonl'}"], "grpo": [f"grpo.dataset={data / 'rl_tasks.jsonl'}"],
-             "eval": [f"eval.dataset={data / 'rl_tasks.jsonl'}"] if config == EVAL_SETS["heldout"].config else []}
     argv = (sys.executable, "-m", "jaxrl.main", command, "--config", str(CONFIGS / config),
-            f"run.output_root={plan.output_root}", *paths.get(command, []), *extra, *plan.overrides, *last)
+            f"run.output_root={plan.output_root}", *extra, *plan.overrides, *last)
     names = [a.split("=", 1)[1] for a in (*extra, *last) if a.startswith("run.name=")]
     return Command(argv, command, names[-1] if names else RUN_NAMES.get(config, Path(config).stem))
 
@@ -150,16 +208,28 @@ def sandbox_address(plan: Plan) -> str:
     return address
 
 
+TRAINING = ("sft", "grpo")
+
+
+def _next_command(pending: list[Command], running: Sequence[Command], plan: Plan) -> Command | None:
+    """The first pending command that may start now: `plan.max_parallel` commands at once, of which at most
+    `plan.max_training` train (an evaluation waiting behind a training run that may not start goes first)."""
+    if len(running) >= plan.max_parallel:
+        return None
+    training = sum(c.kind in TRAINING for c in running)
+    return next((c for c in pending if c.kind not in TRAINING or training < plan.max_training), None)
+
+
 def run_commands(commands: Sequence[Command], plan: Plan) -> list[str]:
-    """Run commands, at most `plan.max_parallel` at once, in order; the labels of those that failed.
+    """Run commands in order as `_next_command` lets them start; the labels of those that failed.
 
     A failure does not stop the others: every command resumes, so what finished is kept."""
     pending = list(commands)
     running: list[tuple[Command, subprocess.Popen]] = []
     failed = []
     while pending or running:
-        while pending and len(running) < plan.max_parallel:
-            command = pending.pop(0)
+        while (command := _next_command(pending, [c for c, _ in running], plan)) is not None:
+            pending.remove(command)
             print(f"learning: start {command.label}", flush=True)
             running.append((command, subprocess.Popen(command.argv, env=_env(plan, command.kind))))
         time.sleep(0.5)
@@ -173,7 +243,17 @@ def run_commands(commands: Sequence[Command], plan: Plan) -> list[str]:
 
 
 def eval_run_name(model: str, eval_set: str, decoding: str) -> str:
-    return f"learn-eval-{model}-{eval_set}" + ("" if decoding == SAMPLED else "-greedy")
+    return f"issue21-eval-{model}-{eval_set}" + ("" if decoding == SAMPLED else "-greedy")
+
+
+def _eval_tasks(plan: Plan, eval_set: str) -> tuple[str, ...]:
+    """The overrides that point an evaluation at its tasks: A, B and C at their built files, once these are
+    checked against the lock (ValueError otherwise); D and E at their configs' own KernelBench problems."""
+    built = EVAL_SETS[eval_set].built
+    if built is None:
+        return ()
+    check_files(plan.evalsets_dir, (built,))
+    return (f"eval.dataset={plan.evalsets_dir / (built + '.jsonl')}",)
 
 
 def _evals(plan: Plan, model: str, source: str, decodings: Sequence[str]) -> list[Command]:
@@ -184,14 +264,21 @@ def _evals(plan: Plan, model: str, source: str, decodings: Sequence[str]) -> lis
     if not todo:
         return []
     address = sandbox_address(plan)
-    return [_command(plan, "eval", EVAL_SETS[name].config, f"model.source={source}",
+    return [_command(plan, "eval", EVAL_SETS[name].config, *_eval_tasks(plan, name), f"model.source={source}",
                      f"run.name={eval_run_name(model, name, d)}", f"sandbox.targets=[{address}]", "--no-progress",
                      last=DECODING_OVERRIDES[d])
             for name, d in todo]
 
 
-def _model_sources(plan: Plan) -> dict[str, str]:
-    return {"base": plan.base_model, "sft": str(plan.sft_dir / "hf"), **{arm: str(plan.arm_dir(arm) / "hf") for arm in ARMS}}
+def _models(plan: Plan) -> tuple[str, ...]:
+    return ("untrained", "sft", *plan.grpo_runs)
+
+
+def _model_source(plan: Plan, model: str) -> str:
+    """What `model.source` is for one of `_models`: the SFT policy is the selected checkpoint."""
+    if model == "untrained":
+        return plan.base_model
+    return str(sft_policy(plan) if model == "sft" else plan.grpo_dir(model) / "hf")
 
 
 def parse_stage(stage: str) -> tuple[str, tuple[str, ...]]:
@@ -205,31 +292,154 @@ def parse_stage(stage: str) -> tuple[str, tuple[str, ...]]:
     return name, ((decoding,) if slash else (GREEDY, SAMPLED))
 
 
+def _evalsets_command(plan: Plan) -> list[Command]:
+    """Sets A, B and C built by their module (which checks them against the lock), unless already there and
+    matching it."""
+    try:
+        check_files(plan.evalsets_dir)
+        return []
+    except ValueError:
+        argv = (sys.executable, "-m", "jaxrl.data.engine.evalsets", "--out", str(plan.evalsets_dir), "--check")
+        return [Command(argv, "data", EVALSETS_DIR)]
+
+
 def stage_commands(stage: str, plan: Plan) -> list[Command]:
     """The commands of one stage that still have work to do. An evaluation stage may name one decoding
     (`eval-sft/greedy`); without it, both."""
     name, decodings = parse_stage(stage)
-    sft_hf = plan.sft_dir / "hf"
-    sources = _model_sources(plan)
     if name == "data":
-        return [_command(plan, "data", "data.yaml")]
+        return [_command(plan, "data", DATA_CONFIG)]
+    if name == "evalsets":
+        return _evalsets_command(plan)
     if name == "sft":
-        done = (sft_hf / "config.json").exists()
-        return [] if done else [_command(plan, "sft", SFT_CONFIG, f"model.source={plan.base_model}")]
+        done = (plan.sft_dir / "hf" / "config.json").exists()
+        return [] if done else [_command(plan, "sft", SFT_CONFIG, f"sft.data={plan.data_dir / 'sft.jsonl'}",
+                                         f"model.source={plan.base_model}")]
+    if name == "select":
+        return _select_commands(plan)
     if name in ("eval-base", "eval-sft"):
-        model = name.removeprefix("eval-")
-        return _evals(plan, model, sources[model], decodings)
+        model = "untrained" if name == "eval-base" else "sft"
+        return _evals(plan, model, _model_source(plan, model), decodings)
     if name == "eval-grpo":
-        return [c for arm in ARMS for c in _evals(plan, arm, sources[arm], decodings)]
-    if name == "grpo":
-        todo = [(arm, config) for arm, config in ARMS.items()
-                if not (plan.arm_dir(arm) / "hf" / "config.json").exists()]
-        if not todo:
+        return [c for model in plan.grpo_runs for c in _evals(plan, model, _model_source(plan, model), decodings)]
+    if name == "filter":
+        if (plan.run_dir(FILTER_EVAL) / "metrics.json").exists():
             return []
-        address = sandbox_address(plan)
-        return [_command(plan, "grpo", config, f"model.source={sft_hf}", f"model.tokenizer={sft_hf}",
-                         f"sandbox.targets=[{address}]") for _, config in todo]
+        return [_command(plan, "eval", FILTER_CONFIG, f"eval.dataset={plan.data_dir / 'rl_tasks.jsonl'}",
+                         f"model.source={sft_policy(plan)}", f"run.name={FILTER_EVAL}",
+                         f"sandbox.targets=[{sandbox_address(plan)}]", "--no-progress")]
+    if name == "grpo":
+        return _grpo_commands(plan)
     return []  # report: not a command (run_stage makes it)
+
+
+def _grpo_commands(plan: Plan) -> list[Command]:
+    """The GRPO runs not finished yet, each from the SFT policy on the filtered tasks with its arm's config and seed."""
+    todo = [model for model in plan.grpo_runs if not (plan.grpo_dir(model) / "hf" / "config.json").exists()]
+    if not todo:
+        return []
+    tasks, sft = _filtered_tasks(plan), sft_policy(plan)
+    address = sandbox_address(plan)
+    commands = []
+    for model in todo:
+        arm, seed = plan.grpo_runs[model]
+        commands.append(_command(plan, "grpo", ARMS[arm], f"grpo.dataset={tasks}", f"model.source={sft}",
+                                 f"model.tokenizer={sft}", f"sandbox.targets=[{address}]",
+                                 f"run.name={plan.grpo_dir(model).name}", f"grpo.seed={seed}", f"sampling.seed={seed}"))
+    return commands
+
+
+def sft_candidates(plan: Plan) -> dict[str, Path]:
+    """The SFT run's exported policies by folder name, in step order (`hf-step-<N>`), its final `hf` last."""
+    exported = [p for p in plan.sft_dir.glob("hf-step-*") if (p / "config.json").exists()]
+    final = plan.sft_dir / "hf"
+    ordered = sorted(exported, key=lambda p: int(p.name.rsplit("-", 1)[1]))
+    return {p.name: p for p in [*ordered, *([final] if (final / "config.json").exists() else [])]}
+
+
+def _select_run(name: str) -> str:
+    return f"issue21-select-{name}"
+
+
+def _select_commands(plan: Plan) -> list[Command]:
+    """The greedy val-split evaluations of the SFT candidates not evaluated yet."""
+    candidates = sft_candidates(plan)
+    if "hf" not in candidates:
+        raise ValueError(f"no SFT policy in {plan.sft_dir / 'hf'}: run the sft stage first")
+    todo = [name for name in candidates if not (plan.run_dir(_select_run(name)) / "metrics.json").exists()]
+    if not todo:
+        return []
+    address = sandbox_address(plan)
+    return [_command(plan, "eval", SELECT_CONFIG, f"eval.dataset={plan.data_dir / 'rl_tasks.jsonl'}",
+                     f"model.source={candidates[name]}", f"run.name={_select_run(name)}",
+                     f"sandbox.targets=[{address}]", "--no-progress") for name in todo]
+
+
+def select_checkpoint(plan: Plan) -> Path:
+    """selection.json: each candidate's greedy correct answers on the val split, and the chosen one, the most
+    correct; ties go to the later step, so the final policy stays unless validation says otherwise."""
+    rows = []
+    for name in sft_candidates(plan):
+        run = plan.run_dir(_select_run(name))
+        samples = [json.loads(line) for line in (run / "samples.jsonl").read_text().splitlines() if line.strip()]
+        counts = correct_per_task(samples)
+        rows.append({"policy": name, "correct": sum(c for c, _ in counts.values()), "tasks": len(counts),
+                     "infra_errors": sum(s["status"] == "infra_error" for s in samples)})
+    chosen = max(reversed(rows), key=lambda r: r["correct"] / max(r["tasks"], 1))["policy"]
+    selection = {"criterion": "greedy correct on the val split (configs/learning/issue21_select.yaml); ties: the "
+                              "later step", "candidates": rows, "chosen": chosen}
+    plan.selection.parent.mkdir(parents=True, exist_ok=True)
+    plan.selection.write_text(json.dumps(selection, indent=2) + "\n")
+    return plan.sft_dir / chosen
+
+
+def sft_policy(plan: Plan) -> Path:
+    """The selected SFT checkpoint; ValueError until the select stage has chosen one."""
+    if not plan.selection.is_file():
+        raise ValueError(f"no SFT checkpoint chosen yet ({plan.selection}): run the select stage after sft")
+    return plan.sft_dir / json.loads(plan.selection.read_text())["chosen"]
+
+
+def correct_per_task(samples: Sequence[dict]) -> dict[str, tuple[int, int]]:
+    """(correct samples, samples) of each task of an evaluation's samples.jsonl rows, in the tasks' order."""
+    counts: dict[str, tuple[int, int]] = {}
+    for sample in samples:
+        correct, total = counts.get(sample["problem"], (0, 0))
+        counts[sample["problem"]] = (correct + (sample["status"] == "ok"), total + 1)
+    return counts
+
+
+def filter_tasks(plan: Plan) -> Path:
+    """From the filter's evaluation: `pass_at_k.json` (how many tasks had 0..k of their k samples correct, and
+    each task's count) and the GRPO task file (the data build's rows of the tasks with `plan.min_correct` to
+    k - 1 correct: a group whose samples all agree gives GRPO no advantage). RuntimeError when none is kept."""
+    run = plan.run_dir(FILTER_EVAL)
+    samples = [json.loads(line) for line in (run / "samples.jsonl").read_text().splitlines() if line.strip()]
+    counts = correct_per_task(samples)
+    k = max(total for _, total in counts.values())
+    kept = {task for task, (correct, total) in counts.items() if plan.min_correct <= correct < total}
+    rows = [line for line in (plan.data_dir / "rl_tasks.jsonl").read_text().splitlines()
+            if line.strip() and json.loads(line)["task_id"] in kept]
+    out = plan.run_dir(FILTER_DIR)
+    out.mkdir(parents=True, exist_ok=True)
+    summary = {"samples_per_task": k, "tasks": len(counts),
+               "distribution": {str(c): sum(v == c for v, _ in counts.values()) for c in range(k + 1)},
+               "kept": len(rows), "kept_correct": [plan.min_correct, k - 1],
+               "infra_errors": sum(s["status"] == "infra_error" for s in samples),
+               "correct_per_task": {task: correct for task, (correct, _) in counts.items()}}
+    (out / "pass_at_k.json").write_text(json.dumps(summary, indent=2) + "\n")
+    plan.grpo_tasks.write_text("".join(row + "\n" for row in rows))
+    if not rows:
+        raise RuntimeError(f"no rl task had {plan.min_correct} to {k - 1} of {k} samples correct: GRPO would have "
+                           f"no signal (distribution in {out / 'pass_at_k.json'})")
+    return plan.grpo_tasks
+
+
+def _filtered_tasks(plan: Plan) -> Path:
+    """The GRPO task file; ValueError when the filter stage has not written it or kept no task."""
+    if not plan.grpo_tasks.is_file() or not plan.grpo_tasks.read_text().strip():
+        raise ValueError(f"no GRPO tasks in {plan.grpo_tasks}: run the filter stage first (and see its pass_at_k.json)")
+    return plan.grpo_tasks
 
 
 def step_commands(step: str, plan: Plan) -> list[Command]:
@@ -242,7 +452,13 @@ def step_commands(step: str, plan: Plan) -> list[Command]:
 def run_stage(stage: str, plan: Plan) -> None:
     """One step of the recipe: a stage, or stages joined by `+` run side by side (`eval-base+sft`)."""
     failed = run_commands(step_commands(stage, plan), plan)
-    if "report" in stage.split("+"):
+    parts = stage.split("+")
+    if "select" in parts and all((plan.run_dir(_select_run(name)) / "metrics.json").exists()
+                                 for name in sft_candidates(plan)):
+        select_checkpoint(plan)
+    if "filter" in parts and (plan.run_dir(FILTER_EVAL) / "metrics.json").exists():
+        filter_tasks(plan)
+    if "report" in parts:
         _report(plan)
     if failed:
         raise RuntimeError(f"failed: {failed}")
@@ -260,21 +476,35 @@ def stop_sandbox(plan: Plan) -> None:
 
 
 def _report(plan: Plan) -> None:
+    """The report of whatever has finished, in `plan.report_dir`: plots, comparison.md (with the SFT checkpoint
+    chosen, the GRPO task filter and the paired comparisons) and results.json (each GRPO run as a seed of its arm)."""
     from jaxrl.evaluation.learning_report import main as report
 
-    args = ["--sft", str(plan.sft_dir), "--out", str(plan.output_root / "learn-report"), "--k", str(REPORT_K)]
-    args += [f"--grpo={arm}={plan.arm_dir(arm)}" for arm in ARMS if (plan.arm_dir(arm) / "metrics.jsonl").exists()]
-    for model in ("base", "sft", *ARMS):
+    args = ["--sft", str(plan.sft_dir), "--out", str(plan.report_dir), "--k", str(REPORT_K),
+            f"--family-set={plan.eval_sets[0]} (temperature 0)"]
+    args += [f"--grpo={model}={plan.grpo_dir(model)}" for model in plan.grpo_runs
+             if (plan.grpo_dir(model) / "metrics.jsonl").exists()]
+    for flag, path in (("--selection", plan.selection), ("--filter", plan.run_dir(FILTER_DIR) / "pass_at_k.json")):
+        if path.is_file():
+            args.append(f"{flag}={path}")
+    for model in _models(plan):
+        arm, seed = plan.grpo_runs.get(model, (model, None))
+        result = arm if seed is None else f"{arm}/s{seed}"
         for eval_set in plan.eval_sets:
             for decoding in EVAL_SETS[eval_set].decodings:
                 run = plan.run_dir(eval_run_name(model, eval_set, decoding))
+                if not (run / "metrics.json").exists():
+                    continue
                 label = eval_set if decoding == SAMPLED else f"{eval_set} (temperature 0)"
-                if (run / "metrics.json").exists():
-                    args.append(f"--eval={model}:{label}={run}")
+                args.append(f"--eval={model}:{label}={run}")
+                args.append(f"--result{'' if decoding == GREEDY else '-sampled'}={result}:{eval_set}={run}")
     report(args)
 
 
-DEFAULT_ORDER = "data,eval-base+sft,eval-sft/greedy,grpo,eval-grpo/greedy,eval-sft/sampled,eval-grpo/sampled,report"
+# The untrained model's sampled evaluations (its answers run to the token cap) come last with the other sampled ones:
+# beside SFT they would hold the step past its end.
+DEFAULT_ORDER = ("data,evalsets,eval-base/greedy+sft,select,eval-sft/greedy,filter,grpo,eval-grpo/greedy,"
+                 "eval-base/sampled,eval-sft/sampled,eval-grpo/sampled,report")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -288,9 +518,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--sandbox-backend", default="cuda", choices=("cuda", "interpreter"))
     parser.add_argument("--sandbox-workers", type=int, default=16)
     parser.add_argument("--max-parallel", type=int, default=4, help="commands of one step running at once")
+    parser.add_argument("--max-training", type=int, default=2, help="of which training commands (sft, grpo)")
+    parser.add_argument("--seeds", default="0,1", help="the GRPO seeds: each arm runs once per seed")
+    parser.add_argument("--report-out", type=Path,
+                        help="the report's folder (default <output root>/issue21-report; docs/learning for the record)")
     parser.add_argument("--memory", action="append", default=[], metavar="KIND=FRACTION",
                         help="JAX's GPU cap for one kind of command (data, sft, grpo, eval), e.g. grpo=0.3")
-    parser.add_argument("--base-model", default="smollm2-135m", help="the model SFT starts from (and 'base')")
+    parser.add_argument("--base-model", default="smollm2-135m", help="the model SFT starts from (and 'untrained')")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override for every command")
     parser.add_argument("--keep-going", action="store_true",
                         help="go on to the next step when a command fails (unattended runs); exit 1 at the end")
@@ -298,8 +532,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     eval_sets = tuple(s for s in args.eval_sets.split(",") if s)
     unknown = [s for s in eval_sets if s not in EVAL_SETS]
-    if unknown or args.max_parallel < 1:
-        parser.error(f"unknown evaluation sets {unknown}" if unknown else "--max-parallel must be >= 1")
+    if unknown:
+        parser.error(f"unknown evaluation sets {unknown}")
+    if args.max_parallel < 1 or args.max_training < 1:
+        parser.error("--max-parallel and --max-training must be >= 1")
+    try:
+        seeds = tuple(int(seed) for seed in args.seeds.split(","))
+    except ValueError:
+        parser.error(f"--seeds wants comma-separated integers, got {args.seeds!r}")
     memory = dict(Plan.memory_fractions)
     for item in args.memory:
         kind, _, fraction = item.partition("=")
@@ -312,7 +552,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         memory[kind] = fraction
     plan = Plan(args.output_root.resolve(), tuple(args.set), args.base_model, eval_sets,
                 memory_fractions=tuple(memory.items()), sandbox_backend=args.sandbox_backend,
-                sandbox_workers=args.sandbox_workers, max_parallel=args.max_parallel)
+                sandbox_workers=args.sandbox_workers, max_parallel=args.max_parallel,
+                max_training=args.max_training, seeds=seeds, report_out=args.report_out)
     steps = [s for s in args.stages.split(",") if s]
     for part in (p for step in steps for p in step.split("+")):
         try:

@@ -65,6 +65,19 @@ def export_policy(config: Config, model, model_config: ModelConfig, run_dir: Pat
         export_hf(model, model_config, run_dir / EXPORT_DIR, dtype=config.checkpoint.export_dtype, tokenizer=tokenizer)
 
 
+def candidate_dir(run_dir: Path, step: int) -> Path:
+    """Where `sft.export_every` exports the policy of `step`."""
+    return run_dir / f"{EXPORT_DIR}-step-{step}"
+
+
+def export_candidate(config: Config, model, model_config: ModelConfig, run_dir: Path, tokenizer: Any, step: int) -> Path:
+    """The policy at `step` as a Hugging Face folder beside the final one (`candidate_dir`)."""
+    from jaxrl.checkpoint import export_hf
+
+    return export_hf(model, model_config, candidate_dir(run_dir, step), dtype=config.checkpoint.export_dtype,
+                     tokenizer=tokenizer)
+
+
 def run_directory(section: RunSection, prefix: str) -> Path:
     """<output_root>/<name>; without a name, `<prefix>-<timestamp>` (the same on every host)."""
     name = section.name

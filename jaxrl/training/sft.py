@@ -10,7 +10,8 @@ mean over every completion token of the batch however it was split.
 `SFTLoop.run` trains from a (state, position) to `total_steps`: metrics per step to the logger
 (`train/loss`, `train/lr`, `train/grad_norm`, `train/tokens_per_s`...), the held-out loss every
 `eval_every` steps and at the end (`eval/loss`), checkpoints every `checkpoint_every` steps and at
-the end, and a progress bar.
+the end, the policy handed to `export` every `export_every` steps before the last (candidates for
+choosing a checkpoint afterwards), and a progress bar.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
@@ -149,6 +150,8 @@ class SFTLoop:
     checkpoint_every: int = 0
     logger: MetricsLogger | None = None
     progress: bool = True
+    export_every: int = 0
+    export: Callable[[int, TrainState], None] | None = None  # (step, state): writes the policy somewhere
 
     def run(self, state: TrainState, position: DataPosition) -> tuple[TrainState, DataPosition]:
         step = int(state.step)
@@ -195,6 +198,8 @@ class SFTLoop:
                 due = final or (self.checkpoint_every and step % self.checkpoint_every == 0)
                 if self.checkpointer is not None and due:
                     self.checkpointer.save(step, state, {"data_position": position.to_dict(), "kind": "sft"})
+                if self.export is not None and self.export_every and step % self.export_every == 0 and not final:
+                    self.export(step, state)
         finally:
             bar.close()
         if self.checkpointer is not None:

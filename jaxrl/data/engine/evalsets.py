@@ -17,6 +17,10 @@ change of the engine that would move a set is caught rather than silently evalua
 rl_tasks.jsonl rows (`eval.dataset=<dir>/A.jsonl`):
 
     python -m jaxrl.data.engine.evalsets --out runs/evalsets          # A.jsonl, B.jsonl, C.jsonl, digests
+    python -m jaxrl.data.engine.evalsets --out runs/evalsets --check  # ... and exit 1 unless they match the lock
+
+`check_files` compares written files with the lock, so that a consumer (the learning recipe) evaluates exactly
+the sets fixed before training, not a file rebuilt by a changed engine or edited by hand.
 """
 
 from __future__ import annotations
@@ -143,10 +147,31 @@ def digest(tasks: list[GeneratedTask]) -> str:
     return h.hexdigest()
 
 
+def file_digest(path: Path) -> str:
+    """`digest` of the tasks a written set file holds (its rows' `eval_set` aside)."""
+    h = hashlib.sha256()
+    for line in path.read_text().splitlines():
+        if line.strip():
+            h.update(json.dumps({**json.loads(line), "eval_set": ""}, sort_keys=True).encode())
+    return h.hexdigest()
+
+
+def check_files(folder: Path, names: tuple[str, ...] = tuple(SPECS), lock: Path = LOCK) -> None:
+    """ValueError naming the first set whose `<folder>/<name>.jsonl` is missing or differs from the lock's digest."""
+    recorded = json.loads(lock.read_text())
+    for name in names:
+        path = folder / f"{name}.jsonl"
+        if not path.is_file():
+            raise ValueError(f"evaluation set {name}: no {path}; build it with python -m jaxrl.data.engine.evalsets")
+        if file_digest(path) != recorded[name]["sha256"]:
+            raise ValueError(f"evaluation set {name}: {path} does not match the digest in {lock}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, required=True, help="folder for A.jsonl, B.jsonl, C.jsonl")
     parser.add_argument("--write-lock", action="store_true", help="record the digests in " + str(LOCK))
+    parser.add_argument("--check", action="store_true", help="exit 1 unless the files match the digests in the lock")
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     digests = {}
@@ -157,6 +182,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"set {name}: {len(tasks)} tasks -> {args.out / (name + '.jsonl')}")
     if args.write_lock:
         LOCK.write_text(json.dumps(digests, indent=2) + "\n")
+    if args.check:
+        try:
+            check_files(args.out)
+        except ValueError as exc:
+            print(exc, file=sys.stderr)
+            return 1
     return 0
 
 

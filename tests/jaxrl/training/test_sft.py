@@ -56,6 +56,14 @@ def test_sft_overfits_a_small_set():
     assert end < 0.1 * start, (start, end)
 
 
+def test_the_policy_is_exported_every_export_every_steps_before_the_last():
+    loop, state, position = setup(one_device(), total_steps=5)
+    exported = []
+    loop.export_every, loop.export = 2, lambda step, state: exported.append((step, int(state.step)))
+    loop.run(state, position)
+    assert exported == [(2, 2), (4, 4)]  # the final policy is the run's own export (hf/)
+
+
 def test_gradient_accumulation_equals_one_large_batch():
     """4 micro-batches of 1 row and 1 micro-batch of 4 rows: the same loss, gradient and update.
 

@@ -8,7 +8,7 @@ import types
 import pytest
 import torch
 
-from jaxrl.data.engine.evalsets import LOCK, SPECS, UNSEEN_OPS, build_set, digest
+from jaxrl.data.engine.evalsets import LOCK, SPECS, UNSEEN_OPS, build_set, check_files, digest, eval_row
 from jaxrl.data.engine.families import FAMILIES
 from jaxrl.data.engine.scope import trained_ops
 from jaxrl.data.engine.signature import op_signature
@@ -28,6 +28,19 @@ def test_sets_rebuild_to_the_recorded_digests(sets):
     lock = json.loads(LOCK.read_text())
     for name, tasks in sets.items():
         assert lock[name]["tasks"] == len(tasks) and lock[name]["sha256"] == digest(tasks), name
+
+
+def test_written_files_are_checked_against_the_lock(sets, tmp_path):
+    for name, tasks in sets.items():
+        (tmp_path / f"{name}.jsonl").write_text("".join(json.dumps(eval_row(t, name)) + "\n" for t in tasks))
+    check_files(tmp_path)
+    rows = (tmp_path / "B.jsonl").read_text().splitlines()
+    (tmp_path / "B.jsonl").write_text("\n".join(rows[1:]) + "\n")
+    with pytest.raises(ValueError, match="evaluation set B: .* does not match the digest"):
+        check_files(tmp_path)
+    (tmp_path / "C.jsonl").unlink()
+    with pytest.raises(ValueError, match="evaluation set C: no "):
+        check_files(tmp_path, ("C",))
 
 
 def test_set_a_is_new_compositions_of_trained_operators(sets):
