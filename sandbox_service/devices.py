@@ -57,15 +57,27 @@ def reaches_pageable_host_memory(gpu: int) -> bool | None:
     """Whether kernels on `gpu` can address a process's ordinary (pageable) host memory, as on machines with
     HMM or ATS (CUDA's pageable-memory-access attribute); None when the driver cannot be asked. Where they
     can, nothing of the executor's own process is out of its kernels' reach (docs/security.md)."""
+    found = _cuda_device(gpu)
+    if found is None:
+        return None
+    cuda, device = found
+    value = ctypes.c_int()
+    if cuda.cuDeviceGetAttribute(ctypes.byref(value), _PAGEABLE_MEMORY_ACCESS, device) != 0:
+        return None
+    return bool(value.value)
+
+
+def _cuda_device(gpu: int) -> tuple[ctypes.CDLL, ctypes.c_int] | None:
+    """The CUDA driver and its handle of device `gpu` (as this process numbers it), asked without torch and
+    without making a context; None when there is no driver or no such device."""
     try:
         cuda = ctypes.CDLL("libcuda.so.1")
     except OSError:
         return None
-    device, value = ctypes.c_int(), ctypes.c_int()
-    if cuda.cuInit(0) != 0 or cuda.cuDeviceGet(ctypes.byref(device), gpu) != 0 or \
-            cuda.cuDeviceGetAttribute(ctypes.byref(value), _PAGEABLE_MEMORY_ACCESS, device) != 0:
+    device = ctypes.c_int()
+    if cuda.cuInit(0) != 0 or cuda.cuDeviceGet(ctypes.byref(device), gpu) != 0:
         return None
-    return bool(value.value)
+    return cuda, device
 
 
 @dataclasses.dataclass(frozen=True)
@@ -85,14 +97,16 @@ def device_memory_reader(gpu: int) -> Callable[[], DeviceMemory | None] | None:
     which needs no CUDA context in the caller (a server need not hold one, at about 500 MB of the GPU). The
     device is found by its PCI bus id, which CUDA_VISIBLE_DEVICES does not renumber. None when NVML or the
     driver cannot be asked; the function answers None when a read fails."""
+    found = _cuda_device(gpu)
+    if found is None:
+        return None
     try:
-        nvml, cuda = ctypes.CDLL("libnvidia-ml.so.1"), ctypes.CDLL("libcuda.so.1")
+        nvml = ctypes.CDLL("libnvidia-ml.so.1")
     except OSError:
         return None
-    device, bus = ctypes.c_int(), ctypes.create_string_buffer(64)
-    handle = ctypes.c_void_p()
-    if cuda.cuInit(0) != 0 or cuda.cuDeviceGet(ctypes.byref(device), gpu) != 0 or \
-            cuda.cuDeviceGetPCIBusId(bus, len(bus), device) != 0 or nvml.nvmlInit_v2() != 0 or \
+    cuda, device = found
+    bus, handle = ctypes.create_string_buffer(64), ctypes.c_void_p()
+    if cuda.cuDeviceGetPCIBusId(bus, len(bus), device) != 0 or nvml.nvmlInit_v2() != 0 or \
             nvml.nvmlDeviceGetHandleByPciBusId_v2(bus.value, ctypes.byref(handle)) != 0:
         return None
 

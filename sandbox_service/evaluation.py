@@ -843,10 +843,15 @@ class _Evaluation:
 
     def _failed_before_shortage(self, shortage: _LoadShortage) -> None:
         """A trial the judge already found wrong stands, whatever came after it: a retry is not a new chance."""
-        first = next((f"input set {s} trial {t}: {c['message']}" for (s, t), c in sorted(self.trials.items())
-                      if not c["passed"]), None)
-        if first is not None:
+        first = self._first_wrong_trial()
+        if first:
             raise _Finish(Status.INCORRECT, f"{first} (then {shortage})")
+
+    def _first_wrong_trial(self) -> str:
+        """The first trial the judge found wrong, in words ("" when none is)."""
+        names = self.judge.prepared["set_names"]
+        return next((f"{names[s]} trial {t}: {c['message']}" for (s, t), c in sorted(self.trials.items())
+                     if not c["passed"]), "")
 
     def _next_attempt(self) -> None:
         """After a load out-of-memory: the executor goes (a process whose allocation failed is not trusted with
@@ -887,12 +892,13 @@ class _Evaluation:
         outputs.mkdir()
         # Resolved once, here: a hand-over must name a file directly in it (messages.check_output_path).
         self.outputs_dir = os.path.realpath(outputs)
+        max_checks = MAX_TIMING_CHECKS if self.timing_checks else 0
         job = {**self._job(), "program": program, "folder": str(self.folder),
                "constants_path": str(self.folder / CONSTANTS_FILE), "trial_key": self.lane.trial_key,
-               "trial_seeds": self.trial_seeds, "max_timing_checks": MAX_TIMING_CHECKS if self.timing_checks else 0,
+               "trial_seeds": self.trial_seeds, "max_timing_checks": max_checks,
                "memory_cap_bytes": EXECUTOR_MEMORY_FACTOR * self.estimate}
         check = schema.Schema(len(self.problem.input_sets) + 1, self.options.trials, self.outputs_dir,
-                              self.ipc_min_bytes, timing_checks=MAX_TIMING_CHECKS if self.timing_checks else 0).check
+                              self.ipc_min_bytes, timing_checks=max_checks).check
         executor.receiver.max_bytes = CANDIDATE_FRAME_BYTES
         nonce = secrets.token_hex(16)
         # Closed once the executor is released or discarded (run): its last message is read on this stream.
@@ -1163,9 +1169,7 @@ class _Evaluation:
         result.layers.append(LayerResult("runtime", Outcome.FAILED if violations else Outcome.PASSED,
                                          round(phases["trials"], 6), "; ".join(v.rule for v in violations)))
         correct = result.trials_passed == result.trials
-        names = prepared["set_names"]
-        first = next((f"{names[s]} trial {t}: {c['message']}" for (s, t), c in sorted(self.trials.items())
-                      if not c["passed"]), "")
+        first = self._first_wrong_trial()
         _layer(result, "correctness", Outcome.PASSED if correct else Outcome.FAILED, started, first)
         if violations:
             result.violations += violations

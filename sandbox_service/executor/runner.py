@@ -11,7 +11,7 @@ Messages (each with the job's nonce): inputs_ready, [build_request | ptxas_reque
 rejected | unsupported | compile_error | runtime_error | outputs_done, then on the server's `calibrate` a
 `calibrated`, and on `time` a `timing` (or runtime_error). CUDA out of memory at any point, the inputs'
 included, is `out_of_memory` instead, with what the job held and was refused: the server tells load from the
-candidate's own asking by them (evaluation._out_of_memory_is_load).
+candidate's own asking by them (evaluation.out_of_memory_is_load).
 """
 
 from __future__ import annotations
@@ -107,9 +107,10 @@ def run(job: dict, emit: Emit, control: Receiver) -> None:
 
 
 def cap_memory(device: torch.device, cap_bytes: int) -> None:
-    """Hold this job's allocations to its evaluation's share (the task's estimate, with which the server admitted
-    it): beyond, the allocator refuses them here, the candidate's own out-of-memory, instead of taking memory the
-    lane's other evaluations were admitted with (red team 10). 0: no cap."""
+    """Hold this job's allocations to `cap_bytes`, the server's bound from its evaluation's share (the task's
+    estimate, with which it was admitted: evaluation.EXECUTOR_MEMORY_FACTOR): beyond, the allocator refuses them
+    here, the candidate's own out-of-memory, instead of taking memory the lane's other evaluations were admitted
+    with (red team 10). 0: no cap."""
     total = torch.cuda.get_device_properties(device).total_memory
     torch.cuda.set_per_process_memory_fraction(min(1.0, cap_bytes / total) if cap_bytes > 0 else 1.0, device)
 
