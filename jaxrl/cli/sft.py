@@ -2,8 +2,9 @@
 
 The run folder holds config.yaml (the resolved config), metrics.jsonl and tensorboard/ (per step),
 checkpoints/ (orbax) and hf/ (the trained policy as a Hugging Face folder, loadable by transformers
-and vLLM), with hf-step-<N>/ every sft.export_every steps (candidates to choose a checkpoint from). Running again with the same run.name resumes from the newest checkpoint (unless
-checkpoint.resume=false) and continues exactly as the uninterrupted run would have.
+and vLLM), with hf-step-<N>/ every sft.export_every steps (candidates to choose a checkpoint from).
+Running again with the same run.name resumes from the newest checkpoint (unless checkpoint.resume=false)
+and continues exactly as the uninterrupted run would have.
 
 model.source is anything `jaxrl.policy` loads, `random:<preset>` included (model.tokenizer is then required).
 Relative data paths are read from the working directory, else from the repository root.

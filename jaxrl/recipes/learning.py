@@ -48,6 +48,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from jaxrl.data.engine.evalsets import check_files
+from jaxrl.data.jsonl import read_objects
+from jaxrl.evaluation.stats import by_problem
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs" / "learning"
 DATA_CONFIG = "issue21_data.yaml"
@@ -381,7 +383,7 @@ def select_checkpoint(plan: Plan) -> Path:
     rows = []
     for name in sft_candidates(plan):
         run = plan.run_dir(_select_run(name))
-        samples = [json.loads(line) for line in (run / "samples.jsonl").read_text().splitlines() if line.strip()]
+        samples = run_samples(run)
         counts = correct_per_task(samples)
         rows.append({"policy": name, "correct": sum(c for c, _ in counts.values()), "tasks": len(counts),
                      "infra_errors": sum(s["status"] == "infra_error" for s in samples)})
@@ -400,13 +402,14 @@ def sft_policy(plan: Plan) -> Path:
     return plan.sft_dir / json.loads(plan.selection.read_text())["chosen"]
 
 
+def run_samples(run: Path) -> list[dict]:
+    """An evaluation run's samples.jsonl rows (an error naming the file and line when one is not JSON)."""
+    return [row for row, _ in read_objects(run / "samples.jsonl")]
+
+
 def correct_per_task(samples: Sequence[dict]) -> dict[str, tuple[int, int]]:
     """(correct samples, samples) of each task of an evaluation's samples.jsonl rows, in the tasks' order."""
-    counts: dict[str, tuple[int, int]] = {}
-    for sample in samples:
-        correct, total = counts.get(sample["problem"], (0, 0))
-        counts[sample["problem"]] = (correct + (sample["status"] == "ok"), total + 1)
-    return counts
+    return {task: (sum(s["status"] == "ok" for s in rows), len(rows)) for task, rows in by_problem(samples).items()}
 
 
 def filter_tasks(plan: Plan) -> Path:
@@ -414,7 +417,7 @@ def filter_tasks(plan: Plan) -> Path:
     each task's count) and the GRPO task file (the data build's rows of the tasks with `plan.min_correct` to
     k - 1 correct: a group whose samples all agree gives GRPO no advantage). RuntimeError when none is kept."""
     run = plan.run_dir(FILTER_EVAL)
-    samples = [json.loads(line) for line in (run / "samples.jsonl").read_text().splitlines() if line.strip()]
+    samples = run_samples(run)
     counts = correct_per_task(samples)
     k = max(total for _, total in counts.values())
     kept = {task for task, (correct, total) in counts.items() if plan.min_correct <= correct < total}
