@@ -1,8 +1,14 @@
 """Layer 5, timing on CUDA: warm-up, L2 flush before every run, median over many runs.
 
-Both the reference and the candidate are timed here, by the same function in the same process, while
-the evaluation holds its GPU alone. Two methods:
-- cuda_events: events recorded on the current stream around the call (KernelBench's method);
+Both the reference and the candidate are timed here, by the same function, while the evaluation holds its GPU
+alone. Two methods:
+- cuda_events: events recorded on the current stream around the call. The runs are queued one after another
+  with no synchronisation between them (as Triton's `do_bench` does), and before each run's start event the GPU
+  is given a short spin (LAUNCH_LEAD_US) on top of the L2 flush, so that the call's kernels are already queued
+  when the GPU reaches the start event: what is timed is the GPU's work, not the host's launch latency, which
+  for RL-sized kernels is a large and load-dependent share of a synchronised run (KernelBench synchronises
+  before every run: `synchronized=True` keeps that protocol, for comparisons). Stream order keeps every run's
+  inputs out of the previous run's reach: they are written only after its kernels have ended.
 - device_sync: a host clock around the call followed by a device-wide synchronize, which counts work
   on every stream. It is used whenever the candidate launched kernels on any stream other than the
   current one, so that side-stream work cannot escape the timer.
@@ -10,6 +16,7 @@ the evaluation holds its GPU alone. Two methods:
 
 from __future__ import annotations
 
+import functools
 import statistics
 import time
 from collections.abc import Callable
@@ -27,6 +34,11 @@ def l2_flush_bytes(device: torch.device | None = None) -> int:
     size = getattr(torch.cuda.get_device_properties(device or torch.cuda.current_device()), "L2_cache_size", 0)
     return max(MIN_L2_FLUSH_BYTES, 2 * int(size or 128 * 1024 * 1024))
 
+
+# The GPU's head start on each timed run (cuda_events): longer than the host takes to launch an RL-sized call
+# (20-50 us in Python), so the call's kernels wait in the queue, not the GPU for them.
+LAUNCH_LEAD_US = 40.0
+_LEAD_CALIBRATION_CYCLES = 2_000_000
 
 CUDA_EVENTS = "cuda_events"
 DEVICE_SYNC = "device_sync"
@@ -46,11 +58,15 @@ def summarize(times_ms: list[float], method: str) -> TimingStats:
 
 
 def time_cuda(fn: Callable[[], object], *, warmup: int, runs: int, method: str,
-              before_run: Callable[[int], object] | None = None) -> TimingStats:
+              before_run: Callable[[int], object] | None = None, synchronized: bool = False,
+              lead_us: float = LAUNCH_LEAD_US) -> TimingStats:
     """Time `fn()` on the current CUDA device; `fn` must be a complete forward call. `before_run(i)`, when
     given, runs before the warm-up (with i = 0) and before each timed run i, outside what is timed (fresh
-    inputs for every run)."""
+    inputs for every run). `synchronized`: wait for the GPU before every run (KernelBench's protocol: the host's
+    launch latency is then timed too); `lead_us`: the GPU's head start on each queued run."""
     flush = torch.empty(l2_flush_bytes() // 4, dtype=torch.int32, device="cuda")
+    queued = method == CUDA_EVENTS and not synchronized
+    lead_cycles = launch_lead_cycles(torch.cuda.current_device(), lead_us) if queued and lead_us > 0 else 0
     with torch.no_grad():
         if before_run is not None:
             before_run(0)
@@ -64,7 +80,10 @@ def time_cuda(fn: Callable[[], object], *, warmup: int, runs: int, method: str,
             if before_run is not None:
                 before_run(i)
             flush.zero_()
-            torch.cuda.synchronize()
+            if lead_cycles:
+                torch.cuda._sleep(lead_cycles)
+            elif not queued:
+                torch.cuda.synchronize()
             if method == CUDA_EVENTS:
                 starts[i].record()
                 fn()
@@ -79,3 +98,16 @@ def time_cuda(fn: Callable[[], object], *, warmup: int, runs: int, method: str,
         times_ms = [s.elapsed_time(e) for s, e in zip(starts, ends)]
     del flush
     return summarize(times_ms, method)
+
+
+@functools.cache
+def launch_lead_cycles(device_index: int, lead_us: float = LAUNCH_LEAD_US) -> int:
+    """GPU clock cycles that `torch.cuda._sleep` spins for about `lead_us` on this device (measured once)."""
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    torch.cuda._sleep(_LEAD_CALIBRATION_CYCLES // 10)  # the spin kernel's first launch outside the measurement
+    start.record()
+    torch.cuda._sleep(_LEAD_CALIBRATION_CYCLES)
+    end.record()
+    end.synchronize()
+    cycles_per_us = _LEAD_CALIBRATION_CYCLES / max(start.elapsed_time(end) * 1000.0, 1e-3)
+    return max(1, int(lead_us * cycles_per_us))

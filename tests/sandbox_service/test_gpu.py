@@ -54,6 +54,29 @@ def test_device_sync_timing_counts_side_stream_work():
     assert synced.median_us > 1000
 
 
+def test_queued_timing_leaves_the_host_s_launch_latency_out_and_synchronised_timing_counts_it():
+    """The host takes 30 us before it launches a tiny kernel: KernelBench's synchronised runs count those 30 us,
+    the queued runs (timing.time_cuda's default, a 40 us lead) time the kernel alone."""
+    import time
+
+    import torch
+
+    from sandbox_service import timing
+
+    x = torch.zeros(1024, device="cuda")
+
+    def slow_launch():
+        until = time.perf_counter() + 30e-6
+        while time.perf_counter() < until:
+            pass
+        x.add_(1.0)
+
+    queued = timing.time_cuda(slow_launch, warmup=3, runs=50, method=timing.CUDA_EVENTS)
+    synchronised = timing.time_cuda(slow_launch, warmup=3, runs=50, method=timing.CUDA_EVENTS, synchronized=True)
+    assert synchronised.median_us > 25.0
+    assert queued.median_us < 15.0, (queued.median_us, synchronised.median_us)
+
+
 def test_side_stream_trick_is_caught(gpu_lane):
     # The work escapes the current stream: flagged (by the static layer first), never reported as a speedup.
     assert evaluate(REFERENCE, gpu_fixture("side_stream"), OPTIONS, gpu_lane).status == Status.CHEAT
