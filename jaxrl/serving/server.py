@@ -56,7 +56,9 @@ class BackgroundServer:
         self.socket = bind(host, port)
         self.port = self.socket.getsockname()[1]
         self.url = f"http://{host}:{self.port}/v1"
-        self.server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
+        # log_config=None: uvicorn's own logging set-up (dictConfig) would close every logging handler of the
+        # process it runs in (absl's, installed by flax, closes the stream it holds).
+        self.server = uvicorn.Server(uvicorn.Config(app, log_level="warning", log_config=None))
         self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.socket]}, daemon=True)
         self.thread.start()
 

@@ -106,3 +106,28 @@ def test_errors_come_in_openais_shape(served):
         client.completions.create(model="scripted", prompt="x", max_tokens=0)
     with pytest.raises(openai.BadRequestError, match="max_prompt_tokens"):
         client.completions.create(model="scripted", prompt="too long")
+
+
+
+def test_a_background_server_leaves_the_process_s_logging_alone():
+    """uvicorn's default logging set-up (dictConfig) closes every handler of the process; absl's (installed when
+    flax is imported) then closed the stream it held: under pytest a capture file, and the whole run died."""
+    import io
+    import logging
+
+    class ClosingHandler(logging.StreamHandler):  # closes its stream, as absl's and file handlers do
+        def close(self):
+            self.stream.close()
+            super().close()
+
+    handler = ClosingHandler(io.StringIO())
+    logging.getLogger().addHandler(handler)
+    model = ScriptedModel()
+    batcher = Batcher(model, window_s=0.05)
+    try:
+        BackgroundServer(create_app(model, batcher, default_max_tokens=8)).stop()
+        assert not handler.stream.closed
+        assert handler in logging.getLogger().handlers
+    finally:
+        logging.getLogger().removeHandler(handler)
+        batcher.close()
