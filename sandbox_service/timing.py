@@ -4,9 +4,9 @@ Both the reference and the candidate are timed here, by the same function, while
 alone. Two methods:
 - cuda_events: events recorded on the current stream around the call. The runs are queued one after another
   with no synchronisation between them (as Triton's `do_bench` does), and before each run's start event the GPU
-  is given a short spin (LAUNCH_LEAD_US) on top of the L2 flush, so that the call's kernels are already queued
+  is given a spin (LAUNCH_LEAD_US) on top of the L2 flush, so that the call's kernels are already queued
   when the GPU reaches the start event: what is timed is the GPU's work, not the host's launch latency, which
-  for RL-sized kernels is a large and load-dependent share of a synchronised run (KernelBench synchronises
+  for RL-sized kernels is most of a synchronised run and moves with the host's load (KernelBench synchronises
   before every run: `synchronized=True` keeps that protocol, for comparisons). Stream order keeps every run's
   inputs out of the previous run's reach: they are written only after its kernels have ended.
 - device_sync: a host clock around the call followed by a device-wide synchronize, which counts work
@@ -35,9 +35,13 @@ def l2_flush_bytes(device: torch.device | None = None) -> int:
     return max(MIN_L2_FLUSH_BYTES, 2 * int(size or 128 * 1024 * 1024))
 
 
-# The GPU's head start on each timed run (cuda_events): longer than the host takes to launch an RL-sized call
-# (20-50 us in Python), so the call's kernels wait in the queue, not the GPU for them.
-LAUNCH_LEAD_US = 40.0
+# The GPU's head start on each timed run (cuda_events). With it, a run costs the GPU more than the host takes to
+# make the run's inputs and launch it (about 250 us a run for RL-sized calls in a loaded server on an H100), so
+# the GPU never waits for the host: the call's kernels are queued before its start event is reached, and the
+# batch's wall time is the GPU's work, the lead included. The server's clock (the batch less the batch with
+# nothing in it, evaluation._time) then measures the candidate's GPU time too; with a host-bound batch it measured
+# the host's launch cost, which for small kernels is many times their GPU time.
+LAUNCH_LEAD_US = 250.0
 _LEAD_CALIBRATION_CYCLES = 2_000_000
 
 CUDA_EVENTS = "cuda_events"

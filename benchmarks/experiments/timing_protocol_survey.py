@@ -7,10 +7,11 @@ process on the GPU, `--batches` batches of each protocol, interleaved:
 - `forward_sync`: the candidate's own ModelNew on the same inputs every run, a synchronisation before each run
   (the in-process design's figure, 08542ea);
 - `replay_sync`: the executor's replay on fresh inputs for every run, synchronised (the executor until now);
-- `replay_lead{0,20,40}`: the same runs queued with no synchronisation between them, the GPU given a spin of
+- `replay_lead{0,40,250}`: the same runs queued with no synchronisation between them, the GPU given a spin of
   that many microseconds before each start event (timing.time_cuda's default is LAUNCH_LEAD_US);
-- `replay_lead40_30`: the default protocol with 30 runs instead of 100;
-- `reference_sync`, `reference_lead40`: the PyTorch reference on fresh inputs (the speedup's denominator).
+- `forward_lead250`: the candidate's own forward, same inputs, queued (the in-process design under this protocol);
+- `replay_lead250_30`: the default protocol with 30 runs instead of 100;
+- `reference_sync`, `reference_lead250`: the PyTorch reference on fresh inputs (the speedup's denominator).
 Per protocol: the median of the batches' medians, their spread (standard deviation over mean), and the batch's
 wall time per run (what holds the GPU). With `--cpu-load N`, N busy processes share the host meanwhile (the
 server's tracers and judges do when it is loaded).
@@ -97,11 +98,12 @@ def main() -> None:
                 "forward_sync": (forward, 100, False, True, 0.0),
                 "replay_sync": (replayed, 100, True, True, 0.0),
                 "replay_lead0": (replayed, 100, True, False, 0.0),
-                "replay_lead20": (replayed, 100, True, False, 20.0),
                 "replay_lead40": (replayed, 100, True, False, 40.0),
-                "replay_lead40_30": (replayed, 30, True, False, 40.0),
+                "replay_lead250": (replayed, 100, True, False, 250.0),
+                "forward_lead250": (forward, 100, False, False, 250.0),
+                "replay_lead250_30": (replayed, 30, True, False, 250.0),
                 "reference_sync": (referenced, 100, True, True, 0.0),
-                "reference_lead40": (referenced, 100, True, False, 40.0),
+                "reference_lead250": (referenced, 100, True, False, 250.0),
             }
             for fn, runs, fresh, synchronized, lead in protocols.values():  # compilation, first allocations
                 batch(fn, 10, 1 if fresh else None, synchronized, lead)
@@ -131,8 +133,9 @@ def main() -> None:
                    "cv": round(statistics.median(r[name]["cv"] for r in rows), 4),
                    "wall_per_run_us": round(statistics.median(r[name]["wall_per_run_us"] for r in rows), 1)}
             for name in rows[0] if name != "case"},
-        "speedup_lead40_over_sync": round(statistics.median(
-            (r["reference_lead40"]["median_us"] / r["replay_lead40"]["median_us"])
+        "replay_over_forward_lead250": ratio("replay_lead250", "forward_lead250"),
+        "speedup_lead250_over_sync": round(statistics.median(
+            (r["reference_lead250"]["median_us"] / r["replay_lead250"]["median_us"])
             / (r["reference_sync"]["median_us"] / r["replay_sync"]["median_us"]) for r in rows), 4),
         "rows": rows,
     }

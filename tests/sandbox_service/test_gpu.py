@@ -56,7 +56,7 @@ def test_device_sync_timing_counts_side_stream_work():
 
 def test_queued_timing_leaves_the_host_s_launch_latency_out_and_synchronised_timing_counts_it():
     """The host takes 30 us before it launches a tiny kernel: KernelBench's synchronised runs count those 30 us,
-    the queued runs (timing.time_cuda's default, a 40 us lead) time the kernel alone."""
+    the queued runs (timing.time_cuda's default, with its lead) time the kernel alone."""
     import time
 
     import torch
@@ -372,11 +372,6 @@ def test_the_l2_flush_writes_twice_the_gpu_s_l2():
 BIG = REFERENCE.replace("torch.randn(8, N), torch.randn(8, N)", "torch.randn(8192, N), torch.randn(8192, N)")
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "open (issue 21): on an H100 at 1468d76 six evaluations of this kernel got speedups 1.11-2.19: the executor's "
-    "own median moved 173-230 us between evaluations, and the server's clock per run (batch less the empty batch "
-    "cached once per task) read 0-684 us, so the outside floor once bound an honest kernel (342 us used, 230 "
-    "measured); see benchmarks/RESULTS.md"))
 def test_identical_kernels_get_speedups_within_ten_percent_of_each_other(gpu_lane):
     assert "8192, N" in BIG
     options = EvalOptions(trials=2, timeout_s=120)  # the protocol's timing: 3 warm-up calls, 100 runs
