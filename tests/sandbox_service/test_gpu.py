@@ -124,7 +124,9 @@ def test_the_reference_is_timed_once_for_a_group(gpu_lane):
     after = _judge_counts(gpu_lane)
     assert first.status == second.status == Status.OK, (first.error, second.error)
     assert after.get("time_miss", 0) - before.get("time_miss", 0) == 1
-    assert after.get("time_hit", 0) - before.get("time_hit", 0) == 1
+    # One look-up a timed batch: a batch the server's clock saw as slow is timed again (evaluation._time), which
+    # with a few-microsecond kernel is a matter of noise.
+    assert after.get("time_hit", 0) - before.get("time_hit", 0) >= 1
     assert first.ref_time_us == second.ref_time_us  # the cached figure
 
 

@@ -33,3 +33,10 @@ def test_a_forged_figure_meets_the_floor_on_every_batch():
 def test_no_more_than_two_batches():
     result, batches = _evaluate(1.0, [200.0, 200.0, 200.0])
     assert batches == 2
+
+
+def test_the_empty_batch_is_measured_twice_and_the_quicker_one_sets_the_floor():
+    """The first empty batch of an executor pays first-time costs (the flush buffer's allocation, the lead's
+    calibration): taken alone, it read longer than a timed batch, the floor read zero and a forged figure passed."""
+    result, batches = time_with([(1.0, 200.0), (1.0, 200.0)], empty_extra_us=[400.0, 0.0])
+    assert result.candidate_time_us == pytest.approx(OUTSIDE_FLOOR * 200.0, rel=0.01)

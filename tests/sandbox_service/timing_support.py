@@ -28,12 +28,13 @@ CALLS_S = 100e-6  # the batch's own cost per call (what the empty batch measures
 REFERENCE_US = 400.0
 
 
-def time_with(batches: list[tuple[float, float]]) -> tuple[EvalResult, int]:
+def time_with(batches: list[tuple[float, float]], empty_extra_us: list[float] | None = None) -> tuple[EvalResult, int]:
     """Batch k's executor figure is batches[k][0] us, and the server's clock sees batches[k][1] us per call more
-    than the empty batch. Returns the evaluation's result and how many batches were timed."""
+    than the empty batch. `empty_extra_us[j]`: what the j-th empty batch took per call beyond CALLS_S (0: none; a
+    first batch pays first-time costs). Returns the evaluation's result and how many batches were timed."""
     options = EvalOptions(timing_runs=100, warmup_runs=3)
     calls = options.warmup_runs + options.timing_runs
-    timed = []
+    timed, calibrated = [], []
     lane = types.SimpleNamespace(
         empty_batch_s={}, gate=types.SimpleNamespace(exclusive=contextlib.nullcontext),
         freezer=types.SimpleNamespace(others_frozen=lambda keep=None: contextlib.nullcontext()))
@@ -46,7 +47,9 @@ def time_with(batches: list[tuple[float, float]]) -> tuple[EvalResult, int]:
 
     def timed_order(order, answer, messages, deadline, job):
         if order["type"] == "calibrate":
-            return calls * CALLS_S
+            calibrated.append(order)
+            extra = (empty_extra_us or [])[len(calibrated) - 1:len(calibrated)] or [0.0]
+            return calls * (CALLS_S + extra[0] * 1e-6)
         executor_us, outside_us = batches[len(timed)]
         timed.append(order)
         evaluation.seen["timing"] = {"candidate": TimingStats(executor_us, executor_us, 0.0, executor_us,
