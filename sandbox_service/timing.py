@@ -2,13 +2,14 @@
 
 Both the reference and the candidate are timed here, by the same function, while the evaluation holds its GPU
 alone. Two methods:
-- cuda_events: events recorded on the current stream around the call. The runs are queued one after another
-  with no synchronisation between them (as Triton's `do_bench` does), and before each run's start event the GPU
-  is given a spin (LAUNCH_LEAD_US) on top of the L2 flush, so that the call's kernels are already queued
-  when the GPU reaches the start event: what is timed is the GPU's work, not the host's launch latency, which
-  for RL-sized kernels is most of a synchronised run and moves with the host's load (KernelBench synchronises
-  before every run: `synchronized=True` keeps that protocol, for comparisons). Stream order keeps every run's
-  inputs out of the previous run's reach: they are written only after its kernels have ended.
+- cuda_events: events recorded on the current stream around the call, the device synchronised before each run
+  (KernelBench's protocol: the host's launch latency is timed too). `lead_us` queues the runs instead, with no
+  synchronisation between them, and gives the GPU a spin of that length before each start event, so that the
+  call's kernels are queued when the GPU reaches it: the figure is then the GPU's work alone (benchmarks/
+  RESULTS.md, the timing protocols: the same kernel's figure moved 1% between batches instead of 10%, and for
+  RL-sized kernels it was a third of the synchronised one). Not the default: the server checks the executor's
+  figure against its own clock around the batch (evaluation._time), which only measures GPU work while the
+  batch is bound by the GPU, and a loaded server's host took longer per run than a 250 us lead.
 - device_sync: a host clock around the call followed by a device-wide synchronize, which counts work
   on every stream. It is used whenever the candidate launched kernels on any stream other than the
   current one, so that side-stream work cannot escape the timer.
@@ -35,13 +36,6 @@ def l2_flush_bytes(device: torch.device | None = None) -> int:
     return max(MIN_L2_FLUSH_BYTES, 2 * int(size or 128 * 1024 * 1024))
 
 
-# The GPU's head start on each timed run (cuda_events). With it, a run costs the GPU more than the host takes to
-# make the run's inputs and launch it (about 250 us a run for RL-sized calls in a loaded server on an H100), so
-# the GPU never waits for the host: the call's kernels are queued before its start event is reached, and the
-# batch's wall time is the GPU's work, the lead included. The server's clock (the batch less the batch with
-# nothing in it, evaluation._time) then measures the candidate's GPU time too; with a host-bound batch it measured
-# the host's launch cost, which for small kernels is many times their GPU time.
-LAUNCH_LEAD_US = 250.0
 _LEAD_CALIBRATION_CYCLES = 2_000_000
 
 CUDA_EVENTS = "cuda_events"
@@ -62,14 +56,13 @@ def summarize(times_ms: list[float], method: str) -> TimingStats:
 
 
 def time_cuda(fn: Callable[[], object], *, warmup: int, runs: int, method: str,
-              before_run: Callable[[int], object] | None = None, synchronized: bool = False,
-              lead_us: float = LAUNCH_LEAD_US) -> TimingStats:
+              before_run: Callable[[int], object] | None = None, lead_us: float | None = None) -> TimingStats:
     """Time `fn()` on the current CUDA device; `fn` must be a complete forward call. `before_run(i)`, when
     given, runs before the warm-up (with i = 0) and before each timed run i, outside what is timed (fresh
-    inputs for every run). `synchronized`: wait for the GPU before every run (KernelBench's protocol: the host's
-    launch latency is then timed too); `lead_us`: the GPU's head start on each queued run."""
+    inputs for every run). `lead_us` (cuda_events only): queue the runs, each after a GPU spin of that length,
+    instead of synchronising before each (module docstring)."""
     flush = torch.empty(l2_flush_bytes() // 4, dtype=torch.int32, device="cuda")
-    queued = method == CUDA_EVENTS and not synchronized
+    queued = method == CUDA_EVENTS and lead_us is not None
     lead_cycles = launch_lead_cycles(torch.cuda.current_device(), lead_us) if queued and lead_us > 0 else 0
     with torch.no_grad():
         if before_run is not None:
@@ -105,7 +98,7 @@ def time_cuda(fn: Callable[[], object], *, warmup: int, runs: int, method: str,
 
 
 @functools.cache
-def launch_lead_cycles(device_index: int, lead_us: float = LAUNCH_LEAD_US) -> int:
+def launch_lead_cycles(device_index: int, lead_us: float) -> int:
     """GPU clock cycles that `torch.cuda._sleep` spins for about `lead_us` on this device (measured once)."""
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     torch.cuda._sleep(_LEAD_CALIBRATION_CYCLES // 10)  # the spin kernel's first launch outside the measurement

@@ -8,7 +8,7 @@ process on the GPU, `--batches` batches of each protocol, interleaved:
   (the in-process design's figure, 08542ea);
 - `replay_sync`: the executor's replay on fresh inputs for every run, synchronised (the executor until now);
 - `replay_lead{0,40,250}`: the same runs queued with no synchronisation between them, the GPU given a spin of
-  that many microseconds before each start event (timing.time_cuda's default is LAUNCH_LEAD_US);
+  that many microseconds before each start event (timing.time_cuda's `lead_us`);
 - `forward_lead250`: the candidate's own forward, same inputs, queued (the in-process design under this protocol);
 - `replay_lead250_30`: the default protocol with 30 runs instead of 100;
 - `reference_sync`, `reference_lead250`: the PyTorch reference on fresh inputs (the speedup's denominator).
@@ -79,7 +79,7 @@ def main() -> None:
             ref_model = harness.build_model(reference, "Model", [], 42, device)
             same = harness.trial_inputs(reference, 1, device)
 
-            def batch(fn, runs: int, seed: int | None, synchronized: bool, lead_us: float) -> tuple[float, float]:
+            def batch(fn, runs: int, seed: int | None, lead_us: float | None) -> tuple[float, float]:
                 current: dict = {"x": same}
                 before = None
                 if seed is not None:
@@ -90,28 +90,28 @@ def main() -> None:
                         current["x"] = made(i)
                 started = time.perf_counter()
                 stats = timing.time_cuda(lambda: fn(current["x"]), warmup=3, runs=runs, method=timing.CUDA_EVENTS,
-                                         before_run=before, synchronized=synchronized, lead_us=lead_us)
+                                         before_run=before, lead_us=lead_us)
                 return stats.median_us, (time.perf_counter() - started) / (runs + 3) * 1e6
 
             forward, replayed, referenced = (lambda x: model(*x)), replay.run, (lambda x: ref_model(*x))
             protocols = {
-                "forward_sync": (forward, 100, False, True, 0.0),
-                "replay_sync": (replayed, 100, True, True, 0.0),
-                "replay_lead0": (replayed, 100, True, False, 0.0),
-                "replay_lead40": (replayed, 100, True, False, 40.0),
-                "replay_lead250": (replayed, 100, True, False, 250.0),
-                "forward_lead250": (forward, 100, False, False, 250.0),
-                "replay_lead250_30": (replayed, 30, True, False, 250.0),
-                "reference_sync": (referenced, 100, True, True, 0.0),
-                "reference_lead250": (referenced, 100, True, False, 250.0),
+                "forward_sync": (forward, 100, False, None),
+                "replay_sync": (replayed, 100, True, None),
+                "replay_lead0": (replayed, 100, True, 0.0),
+                "replay_lead40": (replayed, 100, True, 40.0),
+                "replay_lead250": (replayed, 100, True, 250.0),
+                "forward_lead250": (forward, 100, False, 250.0),
+                "replay_lead250_30": (replayed, 30, True, 250.0),
+                "reference_sync": (referenced, 100, True, None),
+                "reference_lead250": (referenced, 100, True, 250.0),
             }
-            for fn, runs, fresh, synchronized, lead in protocols.values():  # compilation, first allocations
-                batch(fn, 10, 1 if fresh else None, synchronized, lead)
+            for fn, runs, fresh, lead in protocols.values():  # compilation, first allocations
+                batch(fn, 10, 1 if fresh else None, lead)
             medians: dict[str, list[float]] = {name: [] for name in protocols}
             walls: dict[str, list[float]] = {name: [] for name in protocols}
             for b in range(args.batches):
-                for name, (fn, runs, fresh, synchronized, lead) in protocols.items():
-                    median, wall = batch(fn, runs, 1000 * b + 7 if fresh else None, synchronized, lead)
+                for name, (fn, runs, fresh, lead) in protocols.items():
+                    median, wall = batch(fn, runs, 1000 * b + 7 if fresh else None, lead)
                     medians[name].append(median)
                     walls[name].append(wall)
             row = {"case": f"{case.problem}/{case.variant}"}

@@ -55,8 +55,8 @@ def test_device_sync_timing_counts_side_stream_work():
 
 
 def test_queued_timing_leaves_the_host_s_launch_latency_out_and_synchronised_timing_counts_it():
-    """The host takes 30 us before it launches a tiny kernel: KernelBench's synchronised runs count those 30 us,
-    the queued runs (timing.time_cuda's default, with its lead) time the kernel alone."""
+    """The host takes 30 us before it launches a tiny kernel: KernelBench's synchronised runs (the default) count
+    those 30 us, queued runs with a 250 us lead time the kernel alone."""
     import time
 
     import torch
@@ -71,8 +71,8 @@ def test_queued_timing_leaves_the_host_s_launch_latency_out_and_synchronised_tim
             pass
         x.add_(1.0)
 
-    queued = timing.time_cuda(slow_launch, warmup=3, runs=50, method=timing.CUDA_EVENTS)
-    synchronised = timing.time_cuda(slow_launch, warmup=3, runs=50, method=timing.CUDA_EVENTS, synchronized=True)
+    queued = timing.time_cuda(slow_launch, warmup=3, runs=50, method=timing.CUDA_EVENTS, lead_us=250.0)
+    synchronised = timing.time_cuda(slow_launch, warmup=3, runs=50, method=timing.CUDA_EVENTS)
     assert synchronised.median_us > 25.0
     assert queued.median_us < 15.0, (queued.median_us, synchronised.median_us)
 
@@ -374,6 +374,11 @@ def test_the_l2_flush_writes_twice_the_gpu_s_l2():
 BIG = REFERENCE.replace("torch.randn(8, N), torch.randn(8, N)", "torch.randn(8192, N), torch.randn(8192, N)")
 
 
+@pytest.mark.xfail(strict=True, reason=(
+    "open (issue 21): with KernelBench's synchronised runs six evaluations of this kernel got speedups 1.81-2.18 on "
+    "an H100 at 93b7f8b (the executor's own median moved 172-207 us between evaluations); with queued runs and a "
+    "250 us lead (timing.time_cuda's lead_us) the test passed on an H100 (b0ed72a), but that protocol is not the "
+    "default: benchmarks/RESULTS.md, the timing protocols"))
 def test_identical_kernels_get_speedups_within_ten_percent_of_each_other(gpu_lane):
     assert "8192, N" in BIG
     options = EvalOptions(trials=2, timeout_s=120)  # the protocol's timing: 3 warm-up calls, 100 runs

@@ -1,5 +1,6 @@
-"""timing.time_cuda's protocol, shown by the order of its CUDA calls (stubbed: no GPU needed): queued runs with
-a lead spin before each start event and no synchronisation between runs, or KernelBench's synchronised runs."""
+"""timing.time_cuda's protocols, shown by the order of its CUDA calls (stubbed: no GPU needed): KernelBench's
+synchronised runs by default, or queued runs with a lead spin before each start event and no synchronisation
+between runs."""
 
 from __future__ import annotations
 
@@ -42,16 +43,16 @@ def _timed_calls(calls: list[str], **kwargs) -> list[str]:
     return calls
 
 
-def test_queued_runs_give_the_gpu_a_lead_before_each_start_event_and_never_wait_between_runs(cuda_calls):
+def test_by_default_each_run_waits_for_the_gpu_before_its_start_event(cuda_calls):
     calls = _timed_calls(cuda_calls)
     timed = calls[calls.index("sync") + 1:]  # after the warm-up's synchronisation
-    assert timed == ["inputs", f"lead {int(timing.LAUNCH_LEAD_US * 1000)}", "event", "call", "event"] * 3 + ["sync"]
-
-
-def test_synchronized_runs_wait_for_the_gpu_before_each_start_event(cuda_calls):
-    calls = _timed_calls(cuda_calls, synchronized=True)
-    timed = calls[calls.index("sync") + 1:]
     assert timed == ["inputs", "sync", "event", "call", "event"] * 3 + ["sync"]
+
+
+def test_queued_runs_give_the_gpu_a_lead_before_each_start_event_and_never_wait_between_runs(cuda_calls):
+    calls = _timed_calls(cuda_calls, lead_us=250.0)
+    timed = calls[calls.index("sync") + 1:]
+    assert timed == ["inputs", "lead 250000", "event", "call", "event"] * 3 + ["sync"]
 
 
 def test_a_queued_batch_without_a_lead_neither_spins_nor_waits(cuda_calls):

@@ -164,10 +164,8 @@ def _timed_batch_events(monkeypatch, runs: int = 8, warmup: int = 3) -> list[tup
 
     fake_torch = types.SimpleNamespace(
         empty=lambda n, dtype=None, device=None: torch.empty(n, dtype=dtype), int32=torch.int32,
-        no_grad=torch.no_grad, cuda=types.SimpleNamespace(synchronize=synchronize, Event=Event, current_device=lambda: 0,
-                                                          _sleep=lambda cycles: events.append(("lead",))))
+        no_grad=torch.no_grad, cuda=types.SimpleNamespace(synchronize=synchronize, Event=Event))
     monkeypatch.setattr(timing, "torch", fake_torch)
-    monkeypatch.setattr(timing, "launch_lead_cycles", lambda device, lead_us=None: 1000)
     monkeypatch.setattr(timing, "l2_flush_bytes", lambda device=None: 1024)
     monkeypatch.setattr(torch.cuda, "synchronize", synchronize)
     real_synchronize = harness.synchronize
