@@ -580,6 +580,7 @@ class _Evaluation:
         self.acquire_s = 0.0
         self.build_s = 0.0
         self.estimate = 0  # GPU memory the evaluation may hold (lane.estimate_bytes), once the task is prepared
+        self.minimum = 0  # ... and needs at least (lane.minimum_bytes)
         self.memory_s = 0.0  # waiting for GPU memory: the lane's budget, the device's free memory, retries
         self.memory_notes: list[str] = []
         self.tracer_output: Callable[[float], str] | None = None  # the tracer's output, once an executor took over
@@ -662,6 +663,7 @@ class _Evaluation:
         self.result.degenerate_reference = any(prepared["degenerate"])
         _layer(self.result, "reference", Outcome.PASSED, started)
         self.estimate = self.lane.estimate_bytes(prepared["input_bytes"], prepared["output_bytes"])
+        self.minimum = self.lane.minimum_bytes(prepared["input_bytes"], prepared["output_bytes"])
         cancelled = (lambda: self.cancel.is_set()) if self.cancel is not None else (lambda: False)
         try:
             with self.lane.memory.reserve(self.estimate, cancelled) as waited:
@@ -675,11 +677,12 @@ class _Evaluation:
     @contextlib.contextmanager
     def _admitted(self, cancelled: Callable[[], bool]) -> Iterator[None]:
         """Held while the candidate's GPU work runs, entered once the GPU has this evaluation's estimate free now
-        (lane.free_memory: other processes may hold what the lane's budget counted on); the wait is not charged
-        to the evaluation's time limit."""
+        (lane.free_memory: other processes may hold what the lane's budget counted on), or, when nothing else of
+        the lane is admitted, its minimum (lane.minimum_bytes) and no more memory coming back (FreeMemory.settle_s);
+        the wait is not charged to the evaluation's time limit."""
         need = min(self.estimate, self.lane.memory.total)  # as the budget does: larger ones run alone, not never
         try:
-            with self.lane.free_memory.admitted(need, cancelled) as wait:
+            with self.lane.free_memory.admitted(need, cancelled, minimum=min(self.minimum, need)) as wait:
                 if self.lane.free_memory.watching:
                     self.memory_s += wait.seconds
                     self.memory_notes.append(wait.describe())

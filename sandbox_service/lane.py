@@ -330,6 +330,14 @@ class Lane:
             return 0
         return CONTEXT_BYTES + 5 * input_bytes + 3 * output_bytes
 
+    def minimum_bytes(self, input_bytes: int, output_bytes: int) -> int:
+        """GPU memory any evaluation of the task needs at least: the candidate's context, its pristine and working
+        inputs and its outputs, the judge's inputs and expected outputs (what `estimate_bytes` adds is the
+        allocator's cache and temporaries, which a candidate may not need)."""
+        if self.backend != "cuda":
+            return 0
+        return CONTEXT_BYTES + 3 * input_bytes + 2 * output_bytes
+
     def close(self) -> None:
         self.candidates.close()
         if self.executors is not None:

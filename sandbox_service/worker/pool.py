@@ -306,10 +306,15 @@ class MemoryWait:
     seconds: float
     needed: int
     free: int | None
+    # Started alone below `needed` with this much free (FreeMemory.settle_s); None: `needed` was free.
+    started_with: int | None = None
 
     def describe(self) -> str:
         if self.free is None:
             return "the GPU's free memory could not be read"
+        if self.started_with is not None:
+            return (f"{self.seconds:.1f} s, then started alone with {gigabytes(self.started_with)} free, below the "
+                    f"{gigabytes(self.needed)} it waited for (no more came free; {gigabytes(self.free)} at first)")
         return (f"{self.seconds:.1f} s until {gigabytes(self.needed)} was free on the GPU "
                 f"({gigabytes(self.free)} at first)")
 
@@ -341,6 +346,11 @@ class FreeMemory:
     """
 
     poll_s = 0.5
+    # Work that would run alone (nothing else of the lane admitted) and has its minimum free starts once the free
+    # reading has not risen for this long: the estimate is an upper bound (L1/47 used 28.6 of its 52 GB), and
+    # memory the lane's own idle processes hold (contexts, caches: 32 GB on an H100 running full-size level 1)
+    # never comes back while it waits, so the largest tasks waited out `wait_s` and failed.
+    settle_s = 10.0
 
     def __init__(self, read: Callable[[], DeviceMemory | None] | None, margin: int, wait_s: float):
         self.watching = read is not None
@@ -351,11 +361,16 @@ class FreeMemory:
         self._cond = threading.Condition()
 
     @contextlib.contextmanager
-    def admitted(self, nbytes: int, cancelled: Callable[[], bool] = lambda: False) -> Iterator[MemoryWait]:
+    def admitted(self, nbytes: int, cancelled: Callable[[], bool] = lambda: False,
+                 minimum: int | None = None) -> Iterator[MemoryWait]:
         """Held while the work runs: entered once the device has `nbytes` and the margin free beyond the other
-        admitted work."""
+        admitted work, or, with nothing else admitted, `minimum` and the margin free and no more coming
+        (settle_s)."""
+        def alone() -> int | None:
+            return None if minimum is None or self._admitted else minimum + self.margin
+
         with self._cond:
-            wait = self._wait(lambda: self._admitted + nbytes + self.margin, cancelled)
+            wait = self._wait(lambda: self._admitted + nbytes + self.margin, cancelled, alone)
             self._admitted += nbytes
         try:
             yield wait
@@ -373,18 +388,29 @@ class FreeMemory:
         with self._cond:
             return self._wait(lambda: nbytes + self.margin, cancelled)
 
-    def _wait(self, needed: Callable[[], int], cancelled: Callable[[], bool]) -> MemoryWait:
-        """Called with the lock held (released while it waits)."""
+    def _wait(self, needed: Callable[[], int], cancelled: Callable[[], bool],
+              alone: Callable[[], int | None] = lambda: None) -> MemoryWait:
+        """Called with the lock held (released while it waits). `alone()`: what suffices instead of `needed()`
+        once the free reading has settled (None: nothing does)."""
         started = time.monotonic()
         first: DeviceMemory | None = None  # when the wait began
+        most, rose = -1, started  # the most seen free, and when the reading last rose above it
         while True:
             memory = self.read()
-            waited = time.monotonic() - started
+            now = time.monotonic()
+            waited = now - started
             if memory is None or memory.free >= needed():
                 if first is not None:
                     log.info("GPU memory: %s free after %.1f s", gigabytes(needed()), waited)
                 seen = first or memory
                 return MemoryWait(waited, needed(), None if seen is None else seen.free)
+            if memory.free > most:
+                most, rose = memory.free, now
+            least = alone()
+            if least is not None and memory.free >= least and now - rose >= self.settle_s:
+                log.warning("GPU memory: starting alone with %s free, below the %s needed (nothing freed for %.0f s)",
+                            gigabytes(memory.free), gigabytes(needed()), now - rose)
+                return MemoryWait(waited, needed(), (first or memory).free, started_with=memory.free)
             if waited >= self.wait_s:
                 raise MemoryShort(needed(), memory, waited)
             if cancelled():

@@ -152,6 +152,18 @@ def test_memory_that_stays_taken_is_an_infra_error_that_says_what_was_free_and_n
     assert "this evaluation needs 16.0 GB (the task's estimate), 1.0 GB of margin" in result.error
 
 
+def test_an_evaluation_alone_on_the_lane_starts_with_its_minimum_when_no_more_memory_comes_free(
+        cpu_lane, shared_gpu, monkeypatch):
+    # Full-size level 1 on an H100: the largest estimates (about 52 GB) never came free while the sandbox's own
+    # idle processes held 32 GB, and those evaluations waited out the limit.
+    monkeypatch.setattr(cpu_lane, "minimum_bytes", lambda input_bytes, output_bytes: 4 * GB)
+    cpu_lane.free_memory.settle_s = 0.3
+    shared_gpu.hold(reads=10**6, leaves=10 * GB)  # the estimate and margin (17 GB) never come free; 4 GB do
+    result = evaluate(REFERENCE, CORRECT, FAST, cpu_lane)
+    assert result.status == Status.OK, result.error
+    assert "then started alone with 10.0 GB free, below the 17.0 GB it waited for" in _memory_layer(result).detail
+
+
 # -- the executor out of memory ------------------------------------------------------------------------
 def test_an_executor_refused_memory_that_another_process_took_tries_again_and_passes(cpu_lane, shared_gpu):
     # Another process takes the memory just after the evaluation was admitted (the first reading), and gives it

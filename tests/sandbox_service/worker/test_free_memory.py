@@ -1,5 +1,6 @@
 """Work starts on a shared GPU only when the device has its memory free now: it waits (cancellable, bounded)
-while other processes hold the memory, and counts what the lane's running work was admitted with."""
+while other processes hold the memory, and counts what the lane's running work was admitted with. Work that
+would run alone starts with its minimum free once nothing more comes back (its estimate is an upper bound)."""
 
 from __future__ import annotations
 
@@ -28,9 +29,10 @@ class Gpu:
         threading.Timer(seconds, lambda: setattr(self, "free", free)).start()
 
 
-def gate(gpu: Gpu, wait_s: float = 30.0) -> FreeMemory:
+def gate(gpu: Gpu, wait_s: float = 30.0, settle_s: float = 0.3) -> FreeMemory:
     memory = FreeMemory(gpu.read, margin=1 * GB, wait_s=wait_s)
     memory.poll_s = 0.02
+    memory.settle_s = settle_s
     return memory
 
 
@@ -86,3 +88,36 @@ def test_without_a_reading_nothing_waits():
     assert not memory.watching
     with memory.admitted(1000 * GB) as wait:
         assert wait.free is None
+
+
+def test_work_that_would_run_alone_starts_with_its_minimum_once_nothing_more_comes_back():
+    # The estimate (40 GB) is never free: the lane's own idle processes hold the rest. The minimum (20 GB) is.
+    with gate(Gpu(free=30 * GB)).admitted(40 * GB, minimum=20 * GB) as wait:
+        assert 0.25 <= wait.seconds < 2.0 and wait.started_with == 30 * GB
+        assert "then started alone with 30.0 GB free, below the 41.0 GB it waited for" in wait.describe()
+
+
+def test_work_below_its_minimum_still_waits_to_the_end():
+    with pytest.raises(MemoryShort):
+        with gate(Gpu(free=15 * GB), wait_s=0.8).admitted(40 * GB, minimum=20 * GB):
+            pass
+
+
+def test_memory_still_coming_back_is_waited_for():
+    gpu = Gpu(free=25 * GB)
+    for step in range(1, 6):  # more free every 0.15 s, less than the settling time apart
+        gpu.later(0.15 * step, free=(25 + 3 * step) * GB)
+    with gate(gpu, settle_s=0.3).admitted(40 * GB, minimum=20 * GB) as wait:
+        assert wait.started_with is not None and wait.started_with >= 40 * GB - 1 and wait.seconds >= 0.75 - 0.05
+
+
+def test_work_does_not_start_below_its_estimate_beside_other_admitted_work():
+    memory = gate(Gpu(free=30 * GB), wait_s=0.6, settle_s=0.1)
+    first = memory.admitted(5 * GB)
+    first.__enter__()
+    try:
+        with pytest.raises(MemoryShort):
+            with memory.admitted(40 * GB, minimum=20 * GB):
+                pass
+    finally:
+        first.__exit__(None, None, None)
