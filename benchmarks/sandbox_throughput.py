@@ -589,6 +589,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--backend", choices=["cuda", "interpreter"], default=None,
                         help="embedded server's backend (default: cuda; interpreter with --dry-run-cpu)")
     parser.add_argument("--workers", type=int, default=None, help="embedded server's concurrent evaluations per GPU")
+    parser.add_argument("--server-log", type=Path, default=None,
+                        help="keep the embedded server's log (INFO: memory waits, retries) in this file")
     parser.add_argument("--repeats", type=int, default=5, help="sequential evaluations of each pair")
     parser.add_argument("--trials", type=int, default=5, help="correctness trials per evaluation")
     parser.add_argument("--warmup-runs", type=int, default=3)
@@ -663,7 +665,8 @@ def main(argv: list[str] | None = None) -> int:
         client = SandboxClient(args.target, timeout_s=args.timeout + 600)
         document["server_start_s"] = None
     else:
-        client = SandboxClient.embedded(backend=backend, workers=args.workers, timeout_s=args.timeout + 600)
+        client = SandboxClient.embedded(backend=backend, workers=args.workers, server_log=args.server_log,
+                                        timeout_s=args.timeout + 600)
         document["server_start_s"] = time.monotonic() - started
         log(f"embedded server ({backend}) started in {document['server_start_s']:.1f} s")
     with client:

@@ -105,9 +105,11 @@ class SandboxClient:
 
     @classmethod
     def embedded(cls, backend: str = "auto", workers: int | None = None, gpu_memory_fraction: float | None = None,
-                 **kwargs) -> SandboxClient:
-        """Start a local server on a free port; it stops when the client is closed (or this process exits)."""
-        server = EmbeddedServer(backend=backend, workers=workers, gpu_memory_fraction=gpu_memory_fraction)
+                 server_log: Path | None = None, **kwargs) -> SandboxClient:
+        """Start a local server on a free port; it stops when the client is closed (or this process exits).
+        `server_log`: where its log goes (kept; by default a temporary file removed with the server)."""
+        server = EmbeddedServer(backend=backend, workers=workers, gpu_memory_fraction=gpu_memory_fraction,
+                                log_path=server_log)
         client = cls([server.address], **kwargs)
         client._embedded = server
         return client
@@ -311,10 +313,10 @@ class EmbeddedServer:
     """
 
     def __init__(self, backend: str = "auto", workers: int | None = None, start_timeout_s: float = 180.0,
-                 gpu_memory_fraction: float | None = None):
+                 gpu_memory_fraction: float | None = None, log_path: Path | None = None):
         self._dir = Path(tempfile.mkdtemp(prefix="tritonrl-embedded-"))
         ready = self._dir / "ready.json"
-        log_path = self._dir / "server.log"
+        log_path = Path(log_path) if log_path is not None else self._dir / "server.log"
         command = [
             sys.executable, "-m", "sandbox_service", "serve", "--host", "127.0.0.1", "--port", "0",
             "--backend", backend, "--ready-file", str(ready), "--exit-on-stdin-eof",

@@ -4,6 +4,9 @@
 #   bash scripts/device_sandbox.sh replay       # benchmarks/replay_overhead.py
 #   bash scripts/device_sandbox.sh throughput   # RL-sized evaluations a minute against the baseline checkout
 #   bash scripts/device_sandbox.sh profile      # a short profiled run: where each role's CPU goes
+#   bash scripts/device_sandbox.sh survey       # benchmarks/experiments/timing_protocol_survey.py (2 batches)
+#   bash scripts/device_sandbox.sh full         # full-size level 1 against KernelBench's harness (needs
+#                                               # .device_carry/datasets and .device_carry/kb_harness), server log kept
 # Several stages run in the order given. The baseline is a `git archive` of another commit carried in
 # .device_carry/base (see benchmarks/RESULTS.md); REPEATS (default 10) sets the throughput run's size.
 set -u
@@ -33,6 +36,16 @@ for stage in "$@"; do
       python3 benchmarks/sandbox_rl_throughput.py --size gpu --backend cuda --workers 16 --repeats 3 \
         --profile-dir "$OUT/profile" --out "$OUT/profile.json" > "$OUT/profile.txt" 2>&1
       rm -f "$OUT"/profile/*.prof "$OUT"/profile/*.modules
+      ;;
+    survey)
+      timeout 280 python3 benchmarks/experiments/timing_protocol_survey.py --batches 2 --out "$OUT/survey.json" \
+        > "$OUT/survey.txt" 2>&1
+      ;;
+    full)
+      python3 benchmarks/sandbox_throughput.py --dataset .device_carry/datasets/kernelbench.jsonl \
+        --baselines .device_carry/datasets/kernelbench_baseline_times --repeats 2 --time-budget 120 \
+        --kernelbench-harness .device_carry/kb_harness --harness-budget 300 --harness-timeout 120 \
+        --server-log "$OUT/full_server.log" --out "$OUT/full.json" > "$OUT/full.txt" 2>&1
       ;;
     *) echo "unknown stage $stage" >&2; exit 2 ;;
   esac

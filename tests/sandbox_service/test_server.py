@@ -171,6 +171,16 @@ def test_embedded_mode_starts_and_stops_a_local_server():
     assert process.poll() is not None
 
 
+def test_an_embedded_server_s_log_can_be_kept(tmp_path):
+    log = tmp_path / "server.log"
+    client = SandboxClient.embedded(backend="interpreter", workers=1, server_log=log)
+    try:
+        assert client.evaluate(REFERENCE, INCORRECT, OPTIONS).status == Status.INCORRECT
+    finally:
+        client.close()
+    assert "sandbox listening on" in log.read_text()
+
+
 def test_graceful_shutdown_answers_everything_and_stops_serving():
     server = SandboxServer(ServerConfig(port=0, backend="interpreter", workers=1, queue_capacity=4, warm=0, grace_s=1)).start()
     stub = stub_for(server)
