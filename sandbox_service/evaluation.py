@@ -72,6 +72,12 @@ OUTSIDE_FLOOR = 0.5
 TIMING_ATTEMPTS = 2
 # Empty batches measured for a task's floor (the quickest is kept).
 EMPTY_BATCHES = 2
+# The kept empty batch is the quickest ever measured for its key, and measured again (EMPTY_BATCHES times more) by an
+# evaluation whose first batch the floor did not trust (it bound, or the batch read no longer than the empty one), and
+# by a secret share of the others: GPU work that frozen processes queued before the hold keeps running through it
+# (freezing stops launches, not kernels), so one measurement can read long, and it set the floor of every later
+# evaluation of the task (red team 11).
+EMPTY_BATCH_REFRESH = 0.1
 # The judge checks timed runs' outputs (inputs it knows): each run is checked on its own, with probability
 # EXPECTED_TIMING_CHECKS / runs, in secret. A kernel that skips a share s of the runs passes with probability
 # about exp(-EXPECTED_TIMING_CHECKS * s) (half the runs: 1 in 12; all: 1 in 150), and seeing which runs were
@@ -86,11 +92,27 @@ class _TimedAttempt:
 
     candidate: TimingStats
     reference: TimingStats
-    outside_us: float
+    batch_s: float  # the timed batch on the server's clock
+    empty_s: float  # the empty batch subtracted from it
+    calls: int
+
+    @property
+    def outside_us(self) -> float:
+        return max(0.0, self.batch_s - self.empty_s) / max(1, self.calls) * 1e6
 
     @property
     def floor_binds(self) -> bool:
         return self.candidate.median_us < OUTSIDE_FLOOR * self.outside_us
+
+    @property
+    def trusted(self) -> bool:
+        """Whether the floor may stand on this batch alone: it did not bind, and the server's clock saw the batch
+        longer than the empty batch (a timed batch is an empty one plus the candidate's work: one no longer than
+        it says the empty batch read long)."""
+        return not self.floor_binds and self.batch_s > self.empty_s
+
+    def against(self, empty_s: float) -> "_TimedAttempt":
+        return dataclasses.replace(self, empty_s=empty_s)
 
     def describe(self) -> str:
         return f"{self.candidate.method}; the server's clock saw {self.outside_us:.1f} us per run"
@@ -581,6 +603,10 @@ class _Evaluation:
         self.build_s = 0.0
         self.estimate = 0  # GPU memory the evaluation may hold (lane.estimate_bytes), once the task is prepared
         self.minimum = 0  # ... and needs at least (lane.minimum_bytes)
+        # What the GPU had free for this try when it started alone below its estimate (FreeMemory.settle_s), less
+        # the margin; None: it was admitted with its estimate free.
+        self.started_alone_with: int | None = None
+        self.remeasure_empty = False  # the next timed attempt measures the task's empty batch again (_time)
         self.memory_s = 0.0  # waiting for GPU memory: the lane's budget, the device's free memory, retries
         self.memory_notes: list[str] = []
         self.tracer_output: Callable[[float], str] | None = None  # the tracer's output, once an executor took over
@@ -683,6 +709,8 @@ class _Evaluation:
         need = min(self.estimate, self.lane.memory.total)  # as the budget does: larger ones run alone, not never
         try:
             with self.lane.free_memory.admitted(need, cancelled, minimum=min(self.minimum, need)) as wait:
+                self.started_alone_with = None if wait.started_with is None else \
+                    max(0, wait.started_with - self.lane.free_memory.margin)
                 if self.lane.free_memory.watching:
                     self.memory_s += wait.seconds
                     self.memory_notes.append(wait.describe())
@@ -1133,9 +1161,18 @@ class _Evaluation:
         held, requested = message["held"], message.get("requested")
         device = self.lane.free_memory.read()
         asked = f"{gigabytes(held)} held" + (f" and {gigabytes(requested)} refused" if requested else "")
-        if not self.candidate_ran or out_of_memory_is_load(held, requested, self.estimate, device):
+        # Started alone below its estimate, the evaluation's share is what the GPU had for it then: no more was
+        # coming free (settle_s), so a try asking beyond it meets the same shortage every time, at the candidate's
+        # own choice (an allocation between that and the estimate made any candidate infra_error after 5 tries,
+        # each holding the lane alone: red team 11).
+        share = self.estimate if self.started_alone_with is None else min(self.estimate, self.started_alone_with)
+        if not self.candidate_ran or out_of_memory_is_load(held, requested, share, device):
             free = "" if device is None else f", {gigabytes(device.free)} free of {gigabytes(device.total)}"
             return _LoadShortage(f"the executor ran out of GPU memory ({asked}{free})")
+        if share < self.estimate:
+            return _Finish(Status.RUNTIME_ERROR, f"out of GPU memory: {asked}, beyond the {gigabytes(share)} the GPU "
+                                                 f"had for it when it started alone (no more was coming free; the "
+                                                 f"task's share is {gigabytes(self.estimate)}): {message['error']}")
         return _Finish(Status.RUNTIME_ERROR, f"out of GPU memory: {asked}, beyond this task's share of "
                                              f"{gigabytes(self.estimate)} or the device's: {message['error']}")
 
@@ -1192,9 +1229,10 @@ class _Evaluation:
         """The candidate timed with the GPU to itself; the reference's time from the judge (cached).
 
         The executor times the replay with CUDA events, in a context the candidate's kernels run in, so the
-        figure is checked from outside: the server times, on its own clock, the same batch of runs and (once per
-        lane, task and batch length) the batch with nothing in it (flushes, synchronisations, input generation,
-        copies). The candidate's time is never below OUTSIDE_FLOOR of what that difference leaves per run. Every
+        figure is checked from outside: the server times, on its own clock, the same batch of runs and (per lane,
+        task and batch length: the quickest measured, measured again now and then, EMPTY_BATCH_REFRESH) the batch
+        with nothing in it (flushes, synchronisations, input generation, copies). The candidate's time is never
+        below OUTSIDE_FLOOR of what that difference leaves per run. Every
         timed run has fresh inputs, and some of them, chosen in secret, are the judge's timing checks
         (_timing_check). The server's clock is coarse: a batch it saw as slow (the floor binding) is timed once
         more, with new secrets, and the floor takes the lower of the two clocks; the executor's figure stays the
@@ -1202,8 +1240,11 @@ class _Evaluation:
         team 7). A forged executor figure meets the floor again; an honest kernel in a noisy batch does not."""
         started = time.monotonic()
         attempts = [self._timed_attempt(messages, deadline, job)]
-        if attempts[0].floor_binds and TIMING_ATTEMPTS > 1:
+        if not attempts[0].trusted and TIMING_ATTEMPTS > 1:
+            # ... and the empty batch measured again (the quickest ever kept), both batches set against it.
+            self.remeasure_empty = True
             attempts.append(self._timed_attempt(messages, deadline, job))
+            attempts = [attempt.against(attempts[-1].empty_s) for attempt in attempts]
         first = attempts[0]
         floor_us = OUTSIDE_FLOOR * min(attempt.outside_us for attempt in attempts)
         result = self.result
@@ -1219,7 +1260,8 @@ class _Evaluation:
         result.status = Status.OK
 
     def _timed_attempt(self, messages: MessageStream, deadline: Deadline, job: dict) -> "_TimedAttempt":
-        """One timed batch on new secrets, the GPU held; then, after the hold, its checks."""
+        """One timed batch on new secrets, the GPU held; then, after the hold, its checks (the empty batch measured
+        again first when `remeasure_empty` says so: EMPTY_BATCH_REFRESH)."""
         waited = time.monotonic()
         with self.lane.gate.exclusive(), self.lane.freezer.others_frozen(keep=self.child):
             deadline.extend(time.monotonic() - waited)
@@ -1229,15 +1271,19 @@ class _Evaluation:
             # ... and on the batch's length: keyed by both (another client's options must not set this one's floor)
             batch_key = (self.problem.key, self.options.warmup_runs, self.options.timing_runs)
             empty_s = self.lane.empty_batch_s.get(batch_key)
-            if empty_s is None:
+            remeasure, self.remeasure_empty = getattr(self, "remeasure_empty", False), False
+            if remeasure or empty_s is None or secrets.SystemRandom().random() < EMPTY_BATCH_REFRESH:
                 # The timed batch copies samples of its checked runs' outputs: the empty one copies as many bytes.
                 # Measured EMPTY_BATCHES times, the quickest kept: an executor's first timed batch pays first-time
                 # costs (the flush buffer's allocation, the lead's calibration), and an empty batch read too
                 # long lowers the floor for every later candidate of the task (to zero on an H100).
                 copy_bytes = int((self.judge.prepared or {}).get("output_bytes", 0))
-                empty_s = min(self._timed_order(
+                # Kept: the quickest ever measured for the key (a measurement that read long, because another
+                # process's queued GPU work ran through it, is replaced by the next one that did not).
+                empty_s = min([self._timed_order(
                     {**timing_order(self.options.timing_runs, self.timing_checks), "type": "calibrate",
-                     "copy_bytes": copy_bytes}, "calibrated", messages, deadline, job) for _ in range(EMPTY_BATCHES))
+                     "copy_bytes": copy_bytes}, "calibrated", messages, deadline, job) for _ in range(EMPTY_BATCHES)]
+                              + ([empty_s] if empty_s is not None else []))
                 self.lane.empty_batch_s[batch_key] = empty_s
             order = timing_order(self.options.timing_runs, self.timing_checks)
             batch_s = self._timed_order(order, "timing", messages, deadline, job)
@@ -1261,7 +1307,7 @@ class _Evaluation:
         for (message, seed, sample_seed), answer in zip(together, answers):
             self._timing_check(message, seed, sample_seed, answer)
         calls = self.options.warmup_runs + self.options.timing_runs
-        return _TimedAttempt(candidate, reference, max(0.0, batch_s - empty_s) / max(1, calls) * 1e6)
+        return _TimedAttempt(candidate, reference, batch_s, empty_s, calls)
 
     def _check_outputs(self, messages: MessageStream, deadline: Deadline, checks: int) -> Iterator[dict]:
         """The executor's hand-overs of the checked runs' outputs, in order (each read when the caller wants
