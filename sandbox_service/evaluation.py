@@ -72,7 +72,7 @@ OUTSIDE_FLOOR = 0.5
 TIMING_ATTEMPTS = 2
 # Empty batches measured for a task's floor (the quickest is kept).
 EMPTY_BATCHES = 2
-# The kept empty batch is the quickest ever measured for its key, and measured again (EMPTY_BATCHES times more) by an
+# The kept empty batch is the quickest ever measured for its key, and measured again (once more) by an
 # evaluation whose first batch the floor did not trust (it bound, or the batch read no longer than the empty one), and
 # by a secret share of the others: GPU work that frozen processes queued before the hold keeps running through it
 # (freezing stops launches, not kernels), so one measurement can read long, and it set the floor of every later
@@ -1271,7 +1271,7 @@ class _Evaluation:
             # ... and on the batch's length: keyed by both (another client's options must not set this one's floor)
             batch_key = (self.problem.key, self.options.warmup_runs, self.options.timing_runs)
             empty_s = self.lane.empty_batch_s.get(batch_key)
-            remeasure, self.remeasure_empty = getattr(self, "remeasure_empty", False), False
+            remeasure, self.remeasure_empty = self.remeasure_empty, False
             if remeasure or empty_s is None or secrets.SystemRandom().random() < EMPTY_BATCH_REFRESH:
                 # The timed batch copies samples of its checked runs' outputs: the empty one copies as many bytes.
                 # Measured EMPTY_BATCHES times, the quickest kept: an executor's first timed batch pays first-time
@@ -1280,10 +1280,12 @@ class _Evaluation:
                 copy_bytes = int((self.judge.prepared or {}).get("output_bytes", 0))
                 # Kept: the quickest ever measured for the key (a measurement that read long, because another
                 # process's queued GPU work ran through it, is replaced by the next one that did not).
-                empty_s = min([self._timed_order(
+                # Once kept, one measurement more at a time (the first-time costs are paid).
+                measured = [self._timed_order(
                     {**timing_order(self.options.timing_runs, self.timing_checks), "type": "calibrate",
-                     "copy_bytes": copy_bytes}, "calibrated", messages, deadline, job) for _ in range(EMPTY_BATCHES)]
-                              + ([empty_s] if empty_s is not None else []))
+                     "copy_bytes": copy_bytes}, "calibrated", messages, deadline, job)
+                    for _ in range(EMPTY_BATCHES if empty_s is None else 1)]
+                empty_s = min(measured if empty_s is None else [*measured, empty_s])
                 self.lane.empty_batch_s[batch_key] = empty_s
             order = timing_order(self.options.timing_runs, self.timing_checks)
             batch_s = self._timed_order(order, "timing", messages, deadline, job)

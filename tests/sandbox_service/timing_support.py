@@ -41,7 +41,7 @@ def time_with(batches: list[tuple[float, float]], empty_extra_us: list[float] | 
     reference = TimingStats(REFERENCE_US, REFERENCE_US, 0.0, REFERENCE_US, REFERENCE_US, 100)
     evaluation = types.SimpleNamespace(
         lane=lane, options=options, child=None, result=EvalResult(Status.INFRA_ERROR), seen={},
-        problem=types.SimpleNamespace(key="task"), timing_checks=EXPECTED_TIMING_CHECKS,
+        problem=types.SimpleNamespace(key="task"), timing_checks=EXPECTED_TIMING_CHECKS, remeasure_empty=False,
         judge=types.SimpleNamespace(prepared={"output_bytes": 1 << 20},
                                     time_reference=lambda method, fresh_inputs: reference))
 
