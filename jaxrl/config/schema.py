@@ -671,7 +671,10 @@ class DataSection(Section):
 
     seed, scale (full | cpu: sizes for the Triton interpreter) and families (None: every family) drive
     the generator. sft_pairs / rl_tasks: the targets; shard after shard of chunk_size tasks is built
-    until both are met or max_tasks tasks were generated (0: 4 x the larger target). heldout_families /
+    until both are met or max_tasks tasks were generated (0: 4 x the larger target). rl_split_tasks: a
+    target for the rl split alone (about 1% of the tasks drawn): when those shards hold fewer, shards
+    drawn from the rl split's recipes only follow, until it is met (max_tasks, when set, bounds both
+    kinds of shard together; 0: 4 x rl_split_tasks more). heldout_families /
     val_families: the families of those splits (None: the engine's default); SFT pairs come from the
     train split only. validate_seeds: seeds each reference runs with, 2 to 20 (it must be deterministic,
     change with its inputs and not be degenerate); min_ref_time_us: references faster than this are dropped (GPU only; 0: keep all).
@@ -690,6 +693,8 @@ class DataSection(Section):
     scale: Literal["full", "cpu"] = knob("full", "full | cpu (sizes for the Triton interpreter)")
     sft_pairs: int = knob(10000, "target: verified SFT pairs (train split only)", ge=0)
     rl_tasks: int = knob(2000, "target: validated RL tasks (every split)", ge=0)
+    rl_split_tasks: int = knob(
+        0, "target: validated tasks of the rl split (GRPO's), drawn from its recipes when short; 0 = none", ge=0)
     max_tasks: int = knob(0, "generation budget; 0 = 4 x the larger target", ge=0)
     families: tuple[str, ...] | None = knob(None, "null = every family of the engine")
     heldout_families: tuple[str, ...] | None = knob(None, "null = the engine's default split")
@@ -709,8 +714,8 @@ class DataSection(Section):
 
     def _problems(self) -> list[str]:
         problems = []
-        if self.sft_pairs == 0 and self.rl_tasks == 0:
-            problems.append("sft_pairs and rl_tasks are both 0: nothing to build")
+        if self.sft_pairs == 0 and self.rl_tasks == 0 and self.rl_split_tasks == 0:
+            problems.append("sft_pairs, rl_tasks and rl_split_tasks are all 0: nothing to build")
         for name in ("families", "heldout_families", "val_families"):
             value = getattr(self, name)
             if value is not None and (not value or any(not f.strip() for f in value)):

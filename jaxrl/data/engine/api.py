@@ -17,6 +17,7 @@ from jaxrl.data.engine.tasks import GeneratedTask
 SPLITS: tuple[str, ...] = ("train", "rl", "val", "heldout")
 # The generator's split plan names its parts train / rl / validation / held_out.
 _PLAN_PARTS = {"train": "train", "rl": "rl", "validation": "val", "held_out": "heldout"}
+_SPLIT_PARTS = {split: part for part, split in _PLAN_PARTS.items()}
 
 SplitFn = Callable[[GeneratedTask], str]
 
@@ -45,12 +46,16 @@ class Matcher(Protocol):
 class Engine:
     """The generator's functions. list_families() returns records with a `name`; decontaminator(sources)
     builds a Matcher; splitter(heldout_families, val_families) returns the function giving a task's split
-    (train, val or heldout), with the engine's default families where a list is None."""
+    (train, rl, val or heldout), with the engine's default families where a list is None;
+    split_generator(heldout_families, val_families, split), where the engine has one, returns a
+    GenerateTasks that draws only that split's families and recipes (so a build can ask for rl-split tasks
+    without drawing ~100 others for each)."""
 
     generate_tasks: GenerateTasks
     list_families: Callable[[], list[Any]]
     decontaminator: Callable[[Mapping[str, str]], Matcher]
     splitter: Callable[[Sequence[str] | None, Sequence[str] | None], SplitFn]
+    split_generator: Callable[[Sequence[str] | None, Sequence[str] | None, str], GenerateTasks] | None = None
 
     @property
     def generator_name(self) -> str:
@@ -75,12 +80,25 @@ def default_engine() -> Engine:
             f"list_families, SplitPlan and Decontaminator ({exc})"
         ) from None
 
-    def splitter(heldout: Sequence[str] | None, val: Sequence[str] | None) -> SplitFn:
+    def plan_of(heldout: Sequence[str] | None, val: Sequence[str] | None) -> SplitPlan:
         lists = {"held_out_families": heldout, "validation_families": val}
-        plan = SplitPlan(**{k: tuple(v) for k, v in lists.items() if v is not None})
+        return SplitPlan(**{k: tuple(v) for k, v in lists.items() if v is not None})
+
+    def splitter(heldout: Sequence[str] | None, val: Sequence[str] | None) -> SplitFn:
+        plan = plan_of(heldout, val)
         return lambda task: _PLAN_PARTS[plan.part_of_task(task)]
 
-    return Engine(generate_tasks, list_families, Decontaminator, splitter)
+    def split_generator(heldout: Sequence[str] | None, val: Sequence[str] | None, split: str) -> GenerateTasks:
+        plan = plan_of(heldout, val)
+        accept = plan.accepts(_SPLIT_PARTS[split])
+
+        def generate(seed: int, count: int, scale: str = "full",
+                     families: Sequence[str] | None = None) -> list[GeneratedTask]:
+            return generate_tasks(seed, count, scale, families, accept=accept)
+
+        return generate
+
+    return Engine(generate_tasks, list_families, Decontaminator, splitter, split_generator)
 
 
 def check_families(engine: Engine, names: Sequence[str] | None, key: str) -> None:

@@ -6,8 +6,11 @@ teacher pair of every validated train task (correctness only, strict policy, on 
 too) -> with `inductor`, ask TorchInductor (in the sandbox) for a module where the template is missing or
 failed and verify it the same way -> count the tokens of each verified pair -> write the shard's
 outcomes. Shards are built in order until the verified pairs within `max_tokens` and the validated tasks
-reach the targets (or the generation budget is spent). The outputs are then the first `sft_pairs` pairs
-and `rl_tasks` tasks in task order over those shards: `sft.jsonl`, `rl_tasks.jsonl`, `card.md` and
+reach the targets (or the generation budget is spent). With an rl-split target (`rl_split_tasks`) that
+those shards leave short, shards of the rl stream follow (tasks drawn from the rl split's recipes only:
+about 1% of what the main stream draws is rl-split; `shards.py`, `selection.py`) until it is met. The
+outputs are then the first `sft_pairs` pairs and `rl_tasks` tasks in task order over the main shards, plus
+the rl-split tasks the rl-split target adds (`selection.py`): `sft.jsonl`, `rl_tasks.jsonl`, `card.md` and
 `summary.json` (the only file with timings), written together and atomically.
 
 Nothing in the outputs depends on timing or on the order in which sandbox calls finish, so a build that
@@ -33,7 +36,7 @@ from typing import Any
 from tqdm import tqdm
 
 from jaxrl.config.schema import Config, DataSection
-from jaxrl.data.engine.api import Engine, SplitFn, check_families
+from jaxrl.data.engine.api import Engine, GenerateTasks, SplitFn, check_families
 from jaxrl.data.engine.card import CardHeader, render_card, terminal_summary
 from jaxrl.data.engine.kernelbench_corpus import Corpus, Decontamination
 from jaxrl.data.engine.outcomes import (
@@ -41,6 +44,7 @@ from jaxrl.data.engine.outcomes import (
 )
 from jaxrl.data.engine.rows import answer_text, inductor_solution, pair_tokens, prompt_messages, rl_row, sft_row
 from jaxrl.data.engine.sandbox_api import BuildClient, status_name
+from jaxrl.data.engine.selection import MAIN, RL, RL_SPLIT, Selection
 from jaxrl.data.engine.shards import ShardStore, shard_families, shard_seed
 from jaxrl.data.engine.stages import InfraFailure, Retries, StageRunner
 from jaxrl.data.engine.stats import BuildStats, compute_stats
@@ -82,8 +86,16 @@ class BuildSettings:
 
     @property
     def max_shards(self) -> int:
+        """The main stream's shards at most."""
         budget = self.data.max_tasks or 4 * max(self.data.sft_pairs, self.data.rl_tasks)
         return max(1, -(-budget // self.data.chunk_size))
+
+    def max_rl_shards(self, main_shards: int) -> int:
+        """The rl stream's shards at most, after `main_shards`: what data.max_tasks leaves (it bounds both
+        streams), else 4 x the rl-split target (each task drawn is rl-split; some fail validation)."""
+        d = self.data
+        budget = d.max_tasks - main_shards * d.chunk_size if d.max_tasks else 4 * d.rl_split_tasks
+        return max(0, -(-budget // d.chunk_size))
 
     @property
     def use_inductor(self) -> bool:
@@ -144,42 +156,71 @@ def build(settings: BuildSettings, run_dir: Path, client: BuildClient, engine: E
     d = settings.data
     split_of = resolve_splits(engine, d)
     started = time.monotonic()
-    store = ShardStore(run_dir, settings.fingerprint(engine, corpus, tokens.name))
-    store.open()
-    shard_builder = _ShardBuilder(settings, client, engine, tokens, Decontamination(corpus, engine), split_of,
-                                  progress)
-    selection = _Selection(d)
+    fingerprint = settings.fingerprint(engine, corpus, tokens.name)
+    decontamination = Decontamination(corpus, engine)
+    streams = [(MAIN, engine.generate_tasks, settings.max_shards, lambda s: s.main_met())]
+    if d.rl_split_tasks:
+        streams.append((RL, _split_generator(engine, d, RL_SPLIT), None, lambda s: s.rl_split_met()))
+    selection = Selection(d)
     timings: list[dict[str, Any]] = []
     resumed = 0
-    bar = tqdm(total=d.sft_pairs or d.rl_tasks, desc="sft pairs" if d.sft_pairs else "rl tasks", unit="pair",
+    bar = tqdm(total=d.sft_pairs or d.rl_tasks or d.rl_split_tasks,
+               desc="sft pairs" if d.sft_pairs else "rl tasks" if d.rl_tasks else "rl-split tasks", unit="pair",
                disable=not progress)
     try:
-        for index in range(settings.max_shards):
-            reused = store.done(index)
-            if reused:
-                outcomes = [TaskOutcome.from_dict(row) for row in store.read(index)]
-                timing = store.timing(index)
-                resumed += 1
-            else:
-                last = min(index + INDUCTOR_AHEAD_SHARDS, settings.max_shards - 1)
-                ahead = [later for later in range(index + 1, last + 1) if not store.done(later)]
-                outcomes, timing = shard_builder.build(index, selection.seen_ids, selection.seen_codes, ahead)
-                store.write(index, [o.to_dict() for o in outcomes], timing)
-            selection.add(outcomes)
-            timings.append(timing)
-            bar.n = min(selection.sft_count if d.sft_pairs else selection.rl_count, bar.total)
-            bar.set_postfix(shard=index, rl=f"{selection.rl_count}/{d.rl_tasks}", refresh=True)
-            if not progress and not reused:  # a line a built shard instead of the bar, for logs
-                print(f"shard {index}: SFT pairs {selection.sft_count}/{d.sft_pairs}, RL tasks {selection.rl_count}/"
-                      f"{d.rl_tasks}, {time.monotonic() - started:.0f} s ({resumed} shards resumed)",
-                      file=sys.stderr, flush=True)
-            if selection.targets_met():
-                break
+        for stream, generate, max_shards, met in streams:
+            store = ShardStore(run_dir, fingerprint, stream)
+            store.open()
+            if max_shards is None:  # the rl stream: what the main one left of the budget
+                max_shards = settings.max_rl_shards(len(timings))
+            shard_builder = _ShardBuilder(settings, client, engine, tokens, decontamination, split_of, progress,
+                                          generate, stream)
+            try:
+                for index in range(max_shards):
+                    if met(selection):
+                        break
+                    reused = store.done(index)
+                    if reused:
+                        outcomes = [TaskOutcome.from_dict(row) for row in store.read(index)]
+                        timing = store.timing(index)
+                        resumed += 1
+                    else:
+                        last = min(index + INDUCTOR_AHEAD_SHARDS, max_shards - 1) if stream == MAIN else index
+                        ahead = [later for later in range(index + 1, last + 1) if not store.done(later)]
+                        outcomes, timing = shard_builder.build(index, *selection.seen(stream), ahead)
+                        store.write(index, [o.to_dict() for o in outcomes], timing)
+                    selection.add(outcomes, stream)
+                    timings.append(timing)
+                    _report(bar, selection, d, f"{stream}-{index}" if stream else index,
+                            not progress and not reused, time.monotonic() - started, resumed)
+            finally:
+                shard_builder.close()
     finally:
         bar.close()
-        shard_builder.close()
     return _write_outputs(settings, run_dir, engine, tokens, corpus, selection, timings, resumed,
                           time.monotonic() - started)
+
+
+def _report(bar: tqdm, selection: Selection, d: DataSection, shard: int | str, line: bool, elapsed_s: float,
+            resumed: int) -> None:
+    """The progress bar's count and postfix, and with `line` (no bar, a shard built) a line on stderr, for logs."""
+    bar.n = min(selection.sft_count if d.sft_pairs else selection.rl_count if d.rl_tasks
+                else selection.rl_split_count, bar.total)
+    split = {"rl_split": f"{selection.rl_split_count}/{d.rl_split_tasks}"} if d.rl_split_tasks else {}
+    bar.set_postfix(shard=shard, rl=f"{selection.rl_count}/{d.rl_tasks}", **split, refresh=True)
+    if not line:
+        return
+    split_text = f", rl-split tasks {selection.rl_split_count}/{d.rl_split_tasks}" if d.rl_split_tasks else ""
+    print(f"shard {shard}: SFT pairs {selection.sft_count}/{d.sft_pairs}, RL tasks {selection.rl_count}/"
+          f"{d.rl_tasks}{split_text}, {elapsed_s:.0f} s ({resumed} shards resumed)", file=sys.stderr, flush=True)
+
+
+def _split_generator(engine: Engine, data: DataSection, split: str) -> GenerateTasks:
+    """The engine's generator of one split's tasks; ValueError where the engine has none."""
+    if engine.split_generator is None:
+        raise ValueError(f"data.rl_split_tasks: the generator {engine.generator_name} cannot draw one split's "
+                         "tasks (its Engine has no split_generator)")
+    return engine.split_generator(data.heldout_families, data.val_families, split)
 
 
 def resolve_splits(engine: Engine, data: DataSection) -> SplitFn:
@@ -191,13 +232,15 @@ def resolve_splits(engine: Engine, data: DataSection) -> SplitFn:
 
 
 class _ShardBuilder:
-    """Builds one shard's outcomes (see the module docstring)."""
+    """Builds one shard's outcomes (see the module docstring) of one stream: `generate` draws its tasks."""
 
     def __init__(self, settings: BuildSettings, client: BuildClient, engine: Engine, tokens: TokenCounter,
-                 decontamination: Decontamination, split_of: SplitFn, progress: bool):
+                 decontamination: Decontamination, split_of: SplitFn, progress: bool,
+                 generate: GenerateTasks, stream: str = MAIN):
         self.settings = settings
         self.client = client
-        self.engine = engine
+        self.generate = generate
+        self.stream = stream
         self.tokens = tokens
         self.decontamination = decontamination
         self.split_of = split_of
@@ -218,9 +261,13 @@ class _ShardBuilder:
         d = self.settings.data
         families = shard_families(self.family_order, index, d.chunk_size)
         with _PARSE_LOCK:
-            tasks = self.engine.generate_tasks(shard_seed(d.seed, index), d.chunk_size, d.scale, families)
+            tasks = self.generate(shard_seed(d.seed, index, self.stream), d.chunk_size, d.scale, families)
         if len(tasks) != d.chunk_size:
             raise RuntimeError(f"the generator made {len(tasks)} tasks for shard {index}, asked for {d.chunk_size}")
+        if self.stream == RL:  # the rl split's stream: a task of another split would break the splits' rules
+            strays = sorted({split for split in map(self.split_of, tasks) if split != RL_SPLIT})
+            if strays:
+                raise RuntimeError(f"the {self.stream} stream's generator drew tasks of the {strays} split(s)")
         return tasks
 
     def build(self, index: int, seen_ids: set[str], seen_codes: set[str], ahead_shards: Sequence[int] = ()
@@ -447,63 +494,30 @@ class _ValidationGate:
             return self._ok.get(task.task_id, False)
 
 
-class _Selection:
-    """The outcomes of the shards so far, in task order, and the rows they give."""
-
-    def __init__(self, data: DataSection):
-        self.data = data
-        self.outcomes: list[TaskOutcome] = []
-        self.shards = 0
-        self.seen_ids: set[str] = set()
-        self.seen_codes: set[str] = set()
-        self.sft_count = 0
-        self.rl_count = 0
-
-    def add(self, outcomes: list[TaskOutcome]) -> None:
-        self.outcomes += outcomes
-        self.shards += 1
-        for o in outcomes:
-            if o.drop is None or o.drop.stage == VALIDATE:  # what later tasks must not repeat
-                self.seen_ids.add(o.task_id)
-                self.seen_codes.add(o.code_sha)
-        self.sft_count += sum(1 for o in outcomes if o.sft_row is not None and self._fits(o.sft_row))
-        self.rl_count += sum(1 for o in outcomes if o.rl_row is not None)
-
-    def _fits(self, row: dict[str, Any]) -> bool:
-        budget = self.data.max_completion_tokens
-        return pair_tokens(row) <= self.data.max_tokens and (not budget or row["tokens"]["completion"] <= budget)
-
-    def targets_met(self) -> bool:
-        return self.sft_count >= self.data.sft_pairs and self.rl_count >= self.data.rl_tasks
-
-    def sft_rows(self) -> list[dict[str, Any]]:
-        rows = [o.sft_row for o in self.outcomes if o.sft_row is not None and self._fits(o.sft_row)]
-        return rows[: self.data.sft_pairs]
-
-    def rl_rows(self) -> list[dict[str, Any]]:
-        return [o.rl_row for o in self.outcomes if o.rl_row is not None][: self.data.rl_tasks]
-
-
 def _write_outputs(settings: BuildSettings, run_dir: Path, engine: Engine, tokens: TokenCounter, corpus: Corpus,
-                   selection: _Selection, timings: list[dict[str, Any]], resumed: int,
+                   selection: Selection, timings: list[dict[str, Any]], resumed: int,
                    wall_s: float) -> BuildResult:
     d = settings.data
     sft_rows, rl_rows = selection.sft_rows(), selection.rl_rows()
-    stats = compute_stats(selection.outcomes, selection.shards, d.max_tokens, sft_rows, rl_rows)
+    stats = compute_stats(selection.all_outcomes(), selection.shards, d.max_tokens, sft_rows, rl_rows)
     header = CardHeader(
         generator=engine.generator_name, seed=d.seed, scale=d.scale, families=d.families,
-        split_rule=_split_text(d), targets=(d.sft_pairs, d.rl_tasks), max_tokens=d.max_tokens,
+        split_rule=_split_text(d), targets=(d.sft_pairs, d.rl_tasks), rl_split_target=d.rl_split_tasks,
+        max_tokens=d.max_tokens,
         tokenizer=tokens.name, verification=_verification_text(settings), decontamination=_corpus_text(corpus),
         decontaminated=corpus.found,
         sandbox=sorted({f"{r['validation']['backend']}/{r['validation']['device']}" for r in rl_rows}),
     )
     timing = _timing(timings, resumed, wall_s, len(sft_rows))
+    targets = {"sft_pairs": d.sft_pairs, "rl_tasks": d.rl_tasks}
+    if d.rl_split_tasks:
+        targets["rl_split_tasks"] = d.rl_split_tasks
     summary = {
         "decontaminated": corpus.found,
         "kernelbench": {"where": corpus.where, "found": corpus.found, "problems": len(corpus.problems),
                         "levels": corpus.levels},
-        "targets": {"sft_pairs": d.sft_pairs, "rl_tasks": d.rl_tasks},
-        "targets_met": len(sft_rows) >= d.sft_pairs and len(rl_rows) >= d.rl_tasks,
+        "targets": targets,
+        "targets_met": selection.main_met() and selection.rl_split_met(),
         "settings": settings.fingerprint(engine, corpus, tokens.name),
         "counts": stats.to_dict(),
         "reference_time_us": _quantiles([r["validation"]["ref_time_us"] for r in rl_rows]),
@@ -520,9 +534,10 @@ def _write_outputs(settings: BuildSettings, run_dir: Path, engine: Engine, token
     if not corpus.found:
         log.warning("NOT DECONTAMINATED: %s", _corpus_text(corpus))
     if not summary["targets_met"]:
-        log.warning("targets not met after %d shards (data.max_tasks budget): %d/%d SFT pairs, %d/%d RL tasks; raise "
-                    "data.max_tasks and rerun to extend the build", selection.shards, len(sft_rows), d.sft_pairs,
-                    len(rl_rows), d.rl_tasks)
+        split = f", {selection.rl_split_count}/{d.rl_split_tasks} rl-split tasks" if d.rl_split_tasks else ""
+        log.warning("targets not met after %d shards (data.max_tasks budget): %d/%d SFT pairs, %d/%d RL tasks%s; "
+                    "raise data.max_tasks and rerun to extend the build", selection.shards, len(sft_rows),
+                    d.sft_pairs, min(selection.rl_count, d.rl_tasks), d.rl_tasks, split)
     return BuildResult(run_dir, stats, summary, terminal_summary(stats, timing, header))
 
 

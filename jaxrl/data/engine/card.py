@@ -32,6 +32,7 @@ class CardHeader:
     decontamination: str                # one line: against what, or why not
     decontaminated: bool
     sandbox: Sequence[str]              # backend/device pairs seen in validation
+    rl_split_target: int = 0            # rl_split_tasks (0: none)
 
 
 def render_card(header: CardHeader, stats: BuildStats) -> str:
@@ -62,8 +63,9 @@ def _about(header: CardHeader, stats: BuildStats) -> str:
     lines = [
         f"- generator: `{header.generator}`, seed {header.seed}, scale `{header.scale}`, families: {families}",
         f"- splits: {header.split_rule}; SFT pairs come from the train split only",
-        f"- targets: {header.targets[0]} SFT pairs, {header.targets[1]} RL tasks; written: {stats.sft_written} SFT "
-        f"pairs, {stats.rl_written} RL tasks, from {stats.generated} generated tasks in {stats.shards} shard(s)",
+        f"- targets: {header.targets[0]} SFT pairs, {header.targets[1]} RL tasks{_rl_split_target(header)}; written: "
+        f"{stats.sft_written} SFT pairs, {stats.rl_written} RL tasks{_rl_split_written(header, stats)}, from "
+        f"{stats.generated} generated tasks in {stats.shards} shard(s)",
         f"- verification: {header.verification}",
         f"- sandbox: {', '.join(header.sandbox) or 'none used'}",
         f"- tokens counted with `{header.tokenizer}`; pairs over {header.max_tokens} tokens left out",
@@ -154,8 +156,9 @@ def terminal_summary(stats: BuildStats, timing: Mapping[str, Any], header: CardH
     """Counts, yields, drop reasons, pairs per minute and where the time went, for the end of a build."""
     total = sum(timing["stages_s"].values())
     lines = [
-        f"SFT pairs {stats.sft_written}/{header.targets[0]}, RL tasks {stats.rl_written}/{header.targets[1]} "
-        f"from {stats.generated} tasks in {stats.shards} shard(s) ({timing['shards_resumed']} resumed)",
+        f"SFT pairs {stats.sft_written}/{header.targets[0]}, RL tasks {stats.rl_written}/{header.targets[1]}"
+        f"{_rl_split_written(header, stats, of_target=True)} from {stats.generated} tasks in {stats.shards} "
+        f"shard(s) ({timing['shards_resumed']} resumed)",
         f"yield: template {_percent(stats.template.rate)} of {stats.template.attempted}, "
         f"inductor {_percent(stats.inductor.rate)} of {stats.inductor.attempted}; "
         f"{timing['pairs_per_minute'] or 0:.1f} SFT pairs per minute; "
@@ -171,6 +174,18 @@ def terminal_summary(stats: BuildStats, timing: Mapping[str, Any], header: CardH
         lines += ["", "drops (stage, reason, tasks):"]
         lines += [f"  {stage:<13} {n:6d}  {reason[:90]}" for stage, reason, n in stats.drops[:12]]
     return "\n".join(lines)
+
+
+def _rl_split_target(header: CardHeader) -> str:
+    return f", {header.rl_split_target} rl-split tasks" if header.rl_split_target else ""
+
+
+def _rl_split_written(header: CardHeader, stats: BuildStats, of_target: bool = False) -> str:
+    """The rl-split tasks written, where the build had a target for them."""
+    if not header.rl_split_target:
+        return ""
+    written = stats.splits.get("rl", {}).get("rl_tasks", 0)
+    return f", rl-split tasks {written}/{header.rl_split_target}" if of_target else f" ({written} rl-split)"
 
 
 def _percent(value: float | None) -> str:

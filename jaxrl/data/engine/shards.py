@@ -7,6 +7,10 @@ run makes or in which run it was made. A finished shard is one JSONL file of tas
 `<run dir>/shards/`, written atomically beside a timing file; a rerun reads finished shards back instead
 of redoing them. `fingerprint.json` records the settings that decide a shard's content; a run whose
 settings differ refuses to mix its shards with those already there.
+
+A build has two streams of shards: the main one (every split, `shard-<k>`) and, with an rl-split target,
+the rl one (`rl-shard-<k>`: only the rl split's recipes, from seeds of their own), each numbered from 0 and
+each a pure function of its index, so either can be extended without changing the other.
 """
 
 from __future__ import annotations
@@ -35,18 +39,22 @@ def shard_families(order: Sequence[str], index: int, chunk_size: int) -> list[st
     return [*order[start:], *order[:start]]
 
 
-def shard_seed(seed: int, index: int) -> int:
-    """The generator seed of shard `index`: a hash of (seed, index), so shards never share a stream."""
-    digest = hashlib.sha256(f"{seed}/{index}".encode()).digest()
+def shard_seed(seed: int, index: int, stream: str = "") -> int:
+    """The generator seed of shard `index` of `stream` ("": the main one): a hash of (seed, stream, index),
+    so shards never share a random stream."""
+    key = f"{seed}/{stream}/{index}" if stream else f"{seed}/{index}"
+    digest = hashlib.sha256(key.encode()).digest()
     return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
 
 
 class ShardStore:
-    """The shards folder of one build: its fingerprint, finished shards and their timings."""
+    """The shards folder of one build: its fingerprint, and the finished shards of one stream ("": the main
+    one) and their timings."""
 
-    def __init__(self, run_dir: Path, fingerprint: Mapping[str, Any]):
+    def __init__(self, run_dir: Path, fingerprint: Mapping[str, Any], stream: str = ""):
         self.folder = run_dir / SHARDS_DIR
         self.fingerprint = json.loads(json.dumps(dict(fingerprint)))  # as JSON reads it back
+        self.prefix = f"{stream}-shard" if stream else "shard"
 
     def open(self) -> None:
         """Create the folder or check its fingerprint; remove what an interrupted write left."""
@@ -66,10 +74,10 @@ class ShardStore:
             )
 
     def _path(self, index: int) -> Path:
-        return self.folder / f"shard-{index:05d}.jsonl"
+        return self.folder / f"{self.prefix}-{index:05d}.jsonl"
 
     def _timing_path(self, index: int) -> Path:
-        return self.folder / f"shard-{index:05d}.timing.json"
+        return self.folder / f"{self.prefix}-{index:05d}.timing.json"
 
     def done(self, index: int) -> bool:
         return self._path(index).exists()

@@ -7,6 +7,9 @@ Families (a size drawn from a short list, so some tasks repeat earlier ones):
     flaky             train, the sandbox answers infra_error on the first validation of each reference
     gelu / tanh       heldout / val, with a template
     twin              train, its reference is TWIN_CODE, a "KernelBench problem" (see `corpus`)
+    sigmoid           RL_ENGINE only: rl split for sizes divisible by 4 (as a composition family's rl recipes
+                      are), else train; RL_ENGINE's split generator draws only those (from a wider range of
+                      sizes), so about 3% of the main stream's tasks and all of the rl stream's are rl-split
 """
 
 from __future__ import annotations
@@ -32,6 +35,8 @@ from sandbox_service.results import (
 FAMILIES = ("relu", "rowsum", "softmax", "broken", "flaky", "gelu", "tanh", "twin")
 SPLITS = {"gelu": "heldout", "tanh": "val"}
 SIZES = tuple(range(4, 40))
+RL_FAMILIES = (*FAMILIES, "sigmoid")
+RL_SIZES = tuple(range(4, 4000, 4))
 REFERENCE = """import torch
 import torch.nn as nn
 
@@ -94,7 +99,31 @@ def fake_splitter(heldout: Sequence[str] | None, val: Sequence[str] | None):
     """Like the engine's split plan: a family list given for a split replaces that split's defaults."""
     held = set(heldout) if heldout is not None else {f for f, s in SPLITS.items() if s == "heldout"}
     vals = set(val) if val is not None else {f for f, s in SPLITS.items() if s == "val"}
-    return lambda task: "heldout" if task.family in held else "val" if task.family in vals else "train"
+
+    def split_of(task: GeneratedTask) -> str:
+        if task.family == "sigmoid" and task.params["size"] % 4 == 0:
+            return "rl"
+        return "heldout" if task.family in held else "val" if task.family in vals else "train"
+
+    return split_of
+
+
+def fake_split_generator(heldout: Sequence[str] | None, val: Sequence[str] | None, split: str):
+    """Draws only the rl split (sigmoid at sizes divisible by 4), as the engine's split generator does."""
+    assert split == "rl", split
+
+    def generate(seed: int, count: int, scale: str = "full", families: Sequence[str] | None = None
+                 ) -> list[GeneratedTask]:
+        if "sigmoid" not in (families or RL_FAMILIES):
+            raise ValueError("no family (or recipe) is left to generate from")
+        rng = random.Random(seed)
+        return [make_task("sigmoid", rng.choice(RL_SIZES), f"{seed:x}-{i}", scale) for i in range(count)]
+
+    return generate
+
+
+def rl_list_families() -> list[Family]:
+    return [Family(name) for name in RL_FAMILIES]
 
 
 def fake_list_families() -> list[Family]:
@@ -118,6 +147,7 @@ class FakeDecontaminator:
 
 
 FAKE_ENGINE = Engine(fake_generate, fake_list_families, FakeDecontaminator, fake_splitter)
+RL_ENGINE = Engine(fake_generate, rl_list_families, FakeDecontaminator, fake_splitter, fake_split_generator)
 
 
 def corpus(found: bool = True) -> Corpus:
