@@ -17,6 +17,7 @@ The ratio printed is replay / forward (median over the candidates): the target i
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import statistics
@@ -24,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -63,6 +65,39 @@ def traced(root: Path, case, properties: dict) -> tuple[Path, dict]:
     return folder, trace(folder, properties)
 
 
+@dataclasses.dataclass
+class LoadedCase:
+    """An RL-sized case ready to time in this process: its program's replay, the candidate's own model, the
+    reference's model and one trial's inputs."""
+
+    case: object
+    reference: object  # the reference's module (get_inputs)
+    replay: object
+    model: object
+    ref_model: object
+    inputs: list
+
+
+def loaded_cases(root: Path, device) -> Iterator[LoadedCase]:
+    """Every RL-sized case of rl_problems (`cases("gpu")`), traced under `root` and loaded on `device`."""
+    from sandbox_service.executor import kernels as kernel_module
+    from sandbox_service.executor.replay import Replay
+    from sandbox_service.lane import _device_properties
+    from sandbox_service.options import Policy
+    from sandbox_service.worker import harness
+
+    properties = _device_properties("cuda", 0)
+    for index, case in enumerate(cases("gpu")):
+        folder, program = traced(root, case, properties)
+        reference = harness.load_module(folder / "reference.py", f"reference_{index}")
+        candidate = harness.load_module(folder / "candidate.py", f"candidate_{index}")
+        module = kernel_module.load_kernels(program["kernels"], folder, f"kernels_{index}")
+        yield LoadedCase(case, reference, Replay(program["sets"][0], module, {}, device, Policy.STRICT),
+                         harness.build_model(candidate, "ModelNew", [], 42, device),
+                         harness.build_model(reference, "Model", [], 42, device),
+                         harness.trial_inputs(reference, 1, device))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=100)
@@ -73,27 +108,16 @@ def main() -> None:
     import torch
 
     from sandbox_service import timing
-    from sandbox_service.executor import kernels as kernel_module
-    from sandbox_service.executor.replay import Replay
     from sandbox_service.executor.runner import TimingInputs
-    from sandbox_service.lane import _device_properties
-    from sandbox_service.options import Policy
     from sandbox_service.worker import harness
 
     device = torch.device("cuda")
-    properties = _device_properties("cuda", 0)
     rows = []
     with tempfile.TemporaryDirectory(prefix="tritonrl-replay-") as tmp:
-        for index, case in enumerate(cases("gpu")):
-            folder, program = traced(Path(tmp), case, properties)
-            reference = harness.load_module(folder / "reference.py", f"reference_{index}")
-            candidate = harness.load_module(folder / "candidate.py", f"candidate_{index}")
-            module = kernel_module.load_kernels(program["kernels"], folder, f"kernels_{index}")
-            replay = Replay(program["sets"][0], module, {}, device, Policy.STRICT)
-            model = harness.build_model(candidate, "ModelNew", [], 42, device)
-            ref_model = harness.build_model(reference, "Model", [], 42, device)
-            inputs = harness.trial_inputs(reference, 1, device)
-            made = TimingInputs(reference, harness.trial_seeds(7, args.runs), device)
+        for loaded in loaded_cases(Path(tmp), device):
+            case, replay, model, ref_model, inputs = (loaded.case, loaded.replay, loaded.model, loaded.ref_model,
+                                                      loaded.inputs)
+            made = TimingInputs(loaded.reference, harness.trial_seeds(7, args.runs), device)
             current = {}
 
             def fresh(i: int) -> None:

@@ -35,8 +35,7 @@ for path in (REPO_ROOT, REPO_ROOT / "benchmarks"):
     if str(path) not in sys.path:
         sys.path.insert(0, str(path))
 
-from replay_overhead import traced  # noqa: E402
-from rl_problems import cases  # noqa: E402
+from replay_overhead import loaded_cases  # noqa: E402
 
 
 def _spin(stop) -> None:
@@ -54,30 +53,18 @@ def main() -> None:
     import torch
 
     from sandbox_service import timing
-    from sandbox_service.executor import kernels as kernel_module
     from sandbox_service.executor import runner
-    from sandbox_service.executor.replay import Replay
-    from sandbox_service.lane import _device_properties
-    from sandbox_service.options import Policy
-    from sandbox_service.worker import harness
 
     stop = multiprocessing.Event()
     burners = [multiprocessing.Process(target=_spin, args=(stop,), daemon=True) for _ in range(args.cpu_load)]
     for burner in burners:
         burner.start()
     device = torch.device("cuda")
-    properties = _device_properties("cuda", 0)
     rows = []
     with tempfile.TemporaryDirectory(prefix="tritonrl-survey-") as tmp:
-        for index, case in enumerate(cases("gpu")):
-            folder, program = traced(Path(tmp), case, properties)
-            reference = harness.load_module(folder / "reference.py", f"reference_{index}")
-            candidate = harness.load_module(folder / "candidate.py", f"candidate_{index}")
-            module = kernel_module.load_kernels(program["kernels"], folder, f"kernels_{index}")
-            replay = Replay(program["sets"][0], module, {}, device, Policy.STRICT)
-            model = harness.build_model(candidate, "ModelNew", [], 42, device)
-            ref_model = harness.build_model(reference, "Model", [], 42, device)
-            same = harness.trial_inputs(reference, 1, device)
+        for loaded in loaded_cases(Path(tmp), device):
+            case, reference, model, ref_model, same = (loaded.case, loaded.reference, loaded.model,
+                                                       loaded.ref_model, loaded.inputs)
 
             def batch(fn, runs: int, seed: int | None, lead_us: float | None) -> tuple[float, float]:
                 current: dict = {"x": same}
@@ -93,7 +80,7 @@ def main() -> None:
                                          before_run=before, lead_us=lead_us)
                 return stats.median_us, (time.perf_counter() - started) / (runs + 3) * 1e6
 
-            forward, replayed, referenced = (lambda x: model(*x)), replay.run, (lambda x: ref_model(*x))
+            forward, replayed, referenced = (lambda x: model(*x)), loaded.replay.run, (lambda x: ref_model(*x))
             protocols = {
                 "forward_sync": (forward, 100, False, None),
                 "replay_sync": (replayed, 100, True, None),

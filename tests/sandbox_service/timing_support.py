@@ -28,16 +28,23 @@ CALLS_S = 100e-6  # the batch's own cost per call (what the empty batch measures
 REFERENCE_US = 400.0
 
 
-def time_with(batches: list[tuple[float, float]], empty_extra_us: list[float] | None = None) -> tuple[EvalResult, int]:
+def stand_in_lane() -> types.SimpleNamespace:
+    """What `_Evaluation._time` uses of a lane: the empty batches' cache, the gate, the freezer."""
+    return types.SimpleNamespace(
+        empty_batch_s={}, gate=types.SimpleNamespace(exclusive=contextlib.nullcontext),
+        freezer=types.SimpleNamespace(others_frozen=lambda keep=None: contextlib.nullcontext()))
+
+
+def time_with(batches: list[tuple[float, float]], empty_extra_us: list[float] | None = None,
+              lane: types.SimpleNamespace | None = None) -> tuple[EvalResult, int]:
     """Batch k's executor figure is batches[k][0] us, and the server's clock sees batches[k][1] us per call more
     than the empty batch. `empty_extra_us[j]`: what the j-th empty batch took per call beyond CALLS_S (0: none; a
-    first batch pays first-time costs). Returns the evaluation's result and how many batches were timed."""
+    first batch pays first-time costs). `lane`: shared between calls (stand_in_lane; default a new one). Returns
+    the evaluation's result and how many batches were timed."""
     options = EvalOptions(timing_runs=100, warmup_runs=3)
     calls = options.warmup_runs + options.timing_runs
     timed, calibrated = [], []
-    lane = types.SimpleNamespace(
-        empty_batch_s={}, gate=types.SimpleNamespace(exclusive=contextlib.nullcontext),
-        freezer=types.SimpleNamespace(others_frozen=lambda keep=None: contextlib.nullcontext()))
+    lane = lane if lane is not None else stand_in_lane()
     reference = TimingStats(REFERENCE_US, REFERENCE_US, 0.0, REFERENCE_US, REFERENCE_US, 100)
     evaluation = types.SimpleNamespace(
         lane=lane, options=options, child=None, result=EvalResult(Status.INFRA_ERROR), seen={},

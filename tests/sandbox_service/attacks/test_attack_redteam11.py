@@ -74,54 +74,22 @@ Ideas that failed (regression tests below where one makes sense):
 
 from __future__ import annotations
 
-import contextlib
-import types
-
 import pytest
 
 import sandbox_service.evaluation as evaluation
 from sandbox_cases import CORRECT, FAST, REFERENCE
-from sandbox_service.evaluation import EXPECTED_TIMING_CHECKS, OUTSIDE_FLOOR, _Evaluation, evaluate
-from sandbox_service.options import EvalOptions
-from sandbox_service.results import EvalResult, Status, TimingStats
+from sandbox_service.evaluation import OUTSIDE_FLOOR, TIMING_ATTEMPTS, evaluate
+from sandbox_service.results import EvalResult, Status
 from sandbox_service.worker.pool import FreeMemory
 from test_memory_waits import GB, SharedGpu, _reference_refused_in_the_executor
-
-CALLS_S = 100e-6  # the empty batch's own cost per call on an idle GPU
-REFERENCE_US = 400.0
-
-
-def _lane() -> types.SimpleNamespace:
-    return types.SimpleNamespace(
-        empty_batch_s={}, gate=types.SimpleNamespace(exclusive=contextlib.nullcontext),
-        freezer=types.SimpleNamespace(others_frozen=lambda keep=None: contextlib.nullcontext()))
+from timing_support import stand_in_lane, time_with
 
 
 def _timed(lane, executor_us: float, outside_us: float, empty_extra_us: float = 0.0) -> EvalResult:
     """One evaluation of the task "task" timed on `lane` (shared between calls): the executor claims
     `executor_us`, the server's clock sees `outside_us` per call beyond an idle empty batch, and every empty batch
     this evaluation measures takes `empty_extra_us` per call more (another context's queued kernel running)."""
-    options = EvalOptions(timing_runs=100, warmup_runs=3)
-    calls = options.warmup_runs + options.timing_runs
-    reference = TimingStats(REFERENCE_US, REFERENCE_US, 0.0, REFERENCE_US, REFERENCE_US, 100)
-    ev = types.SimpleNamespace(
-        lane=lane, options=options, child=None, result=EvalResult(Status.INFRA_ERROR), seen={},
-        problem=types.SimpleNamespace(key="task"), timing_checks=EXPECTED_TIMING_CHECKS, remeasure_empty=False,
-        judge=types.SimpleNamespace(prepared={"output_bytes": 1 << 20},
-                                    time_reference=lambda method, fresh_inputs: reference))
-
-    def timed_order(order, answer, messages, deadline, job):
-        if order["type"] == "calibrate":
-            return calls * (CALLS_S + empty_extra_us * 1e-6)
-        ev.seen["timing"] = {"candidate": TimingStats(executor_us, executor_us, 0.0, executor_us, executor_us,
-                                                      100).__dict__}
-        return calls * (CALLS_S + outside_us * 1e-6)
-
-    ev._timed_order = timed_order
-    ev._check_outputs = lambda messages, deadline, checks: iter(())
-    ev._timed_attempt = lambda messages, deadline, job: _Evaluation._timed_attempt(ev, messages, deadline, job)
-    _Evaluation._time(ev, None, types.SimpleNamespace(extend=lambda s: None), {})
-    return ev.result
+    return time_with([(executor_us, outside_us)] * TIMING_ATTEMPTS, [empty_extra_us] * 8, lane=lane)[0]
 
 
 # FINDING empty-batch-inflated-by-queued-work
@@ -130,7 +98,7 @@ def test_an_empty_batch_read_long_once_does_not_void_the_floor_of_the_task(monke
     the freeze, runs through both of its empty batches (+300 us a call). A later evaluation of the task whose
     executor claims 1 us where the server's clock sees 200 us a run must still meet the floor."""
     monkeypatch.setattr(evaluation, "EMPTY_BATCH_REFRESH", 0.0, raising=False)  # no secret refresh: the check alone
-    lane = _lane()
+    lane = stand_in_lane()
     honest = _timed(lane, 200.0, 200.0, empty_extra_us=300.0)
     assert honest.status == Status.OK
     forged = _timed(lane, 1.0, 200.0)
@@ -145,7 +113,7 @@ def test_an_empty_batch_read_long_once_lowers_the_floor_only_until_it_is_measure
     chosen just above the floor that leaves (30 us: the floor does not bind, so nothing looks wrong in that
     evaluation). Within a hundred later evaluations of the task the floor must be back (the secret refresh, one in
     ten: this fails by chance about once in 30,000 runs)."""
-    lane = _lane()
+    lane = stand_in_lane()
     _timed(lane, 200.0, 200.0, empty_extra_us=150.0)
     for _ in range(100):
         forged = _timed(lane, 30.0, 200.0)
@@ -155,7 +123,7 @@ def test_an_empty_batch_read_long_once_lowers_the_floor_only_until_it_is_measure
 
 
 def test_an_honest_kernel_s_figure_stands_with_an_empty_batch_measured_again():
-    lane = _lane()
+    lane = stand_in_lane()
     _timed(lane, 200.0, 200.0, empty_extra_us=300.0)
     honest = _timed(lane, 200.0, 200.0)
     assert honest.candidate_time_us == pytest.approx(200.0) and honest.speedup == pytest.approx(2.0)
