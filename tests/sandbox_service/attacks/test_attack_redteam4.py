@@ -159,7 +159,7 @@ def _timed_evaluation(lane, timing_runs: int):
     stats = TimingStats(CLAIMED_US, CLAIMED_US, 0.0, CLAIMED_US, CLAIMED_US, timing_runs)
     evaluation = types.SimpleNamespace(
         lane=lane, options=options, child=None, result=EvalResult(Status.INFRA_ERROR), seen={},
-        problem=types.SimpleNamespace(key="one-task"), timing_checks=EXPECTED_TIMING_CHECKS,
+        problem=types.SimpleNamespace(key="one-task"), timing_checks=EXPECTED_TIMING_CHECKS, remeasure_empty=False,
         judge=types.SimpleNamespace(prepared={"output_bytes": 1 << 20},
                                     time_reference=lambda method, fresh_inputs=False: TimingStats(500.0, 500.0, 0.0, 500.0, 500.0, 100)),
     )

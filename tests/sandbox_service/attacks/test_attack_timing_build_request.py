@@ -87,6 +87,7 @@ def _evaluation(tmp_path: Path) -> _Evaluation:
     evaluation.problem = SimpleNamespace(key="task")
     evaluation.judge = SimpleNamespace(prepared={"output_bytes": 4096})  # the task's output size (the empty batch's copy)
     evaluation.timing_checks = 1
+    evaluation.remeasure_empty = False
     return evaluation
 
 
