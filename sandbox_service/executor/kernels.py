@@ -31,6 +31,7 @@ import math
 import types
 from pathlib import Path
 
+from sandbox_service import ast_parse
 from sandbox_service.interface.program import ProgramError, triton_option_names
 
 ALLOWED_MODULES = frozenset({
@@ -234,7 +235,7 @@ def check_kernels(kernels: dict) -> dict[str, str]:
     checked: dict[str, str] = {}
     for name, kernel in kernels.items():
         try:
-            tree = ast.parse(kernel["source"])
+            tree = ast_parse.parse(kernel["source"])
         except SyntaxError as exc:
             raise IllegalKernel(f"kernel {name}: the source does not parse: {exc}") from None
         if len(tree.body) != 1 or not isinstance(tree.body[0], ast.FunctionDef):

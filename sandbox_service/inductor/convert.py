@@ -22,6 +22,7 @@ import ast
 import dataclasses
 import re
 
+from sandbox_service import ast_parse
 from sandbox_service.inductor.helpers import (
     PORTABLE_LIBDEVICE, PORTABLE_LIBDEVICE_HELPERS, PREFIX, SUPPORTED, helper_sources, libdevice_helper_sources,
 )
@@ -128,7 +129,7 @@ def convert(reference_source: str, capture: GraphCapture, portable: bool = False
 
 def _parse(source: str, what: str) -> ast.Module:
     try:
-        return ast.parse(source)
+        return ast_parse.parse(source)
     except SyntaxError as exc:
         raise ConversionError(f"{what} does not parse: {exc}") from None
 
@@ -186,7 +187,7 @@ def _kernel(name: str, source: str, index: int, portable: bool) -> Kernel:
                 return ast.copy_location(ast.Name(PREFIX + node.attr, ast.Load()), node)
             if portable and isinstance(node.value, ast.Name) and node.value.id == "libdevice":
                 if node.attr in PORTABLE_LIBDEVICE:
-                    return ast.copy_location(ast.parse(PORTABLE_LIBDEVICE[node.attr], mode="eval").body, node)
+                    return ast.copy_location(ast_parse.parse(PORTABLE_LIBDEVICE[node.attr], mode="eval").body, node)
                 if node.attr in PORTABLE_LIBDEVICE_HELPERS:
                     libdevice_helpers.add(node.attr)
                     return ast.copy_location(ast.Name(f"{PREFIX}libdevice_{node.attr}", ast.Load()), node)
@@ -340,7 +341,7 @@ def _launch(kernel: Kernel, call: ast.Call) -> ast.expr:
     keywords = ", ".join(f"{k}={v}" for k, v in blocks.items())
     arguments = ", ".join(ast.unparse(a) for a in call.args)
     text = f"{kernel.name}[({', '.join(grid)},)]({arguments}{', ' if keywords else ''}{keywords}, num_warps={warps})"
-    return ast.parse(text, mode="eval").body
+    return ast_parse.parse(text, mode="eval").body
 
 
 # ------------------------------------------------------------------------------------------ call -> launch
@@ -433,10 +434,10 @@ class _CallRewrite(ast.NodeTransformer):
         name = ast.unparse(func)
         if name in ALLOCATORS:
             size, stride, dtype = node.args[:3]
-            return ast.Call(ast.parse("torch.empty_strided", mode="eval").body, [size, stride],
+            return ast.Call(ast_parse.parse("torch.empty_strided", mode="eval").body, [size, stride],
                             [ast.keyword("dtype", dtype), ast.keyword("device", ast.Name("device", ast.Load()))])
         if name == "reinterpret_tensor":
-            return ast.Call(ast.parse("torch.as_strided", mode="eval").body, node.args, [])
+            return ast.Call(ast_parse.parse("torch.as_strided", mode="eval").body, node.args, [])
         if isinstance(func, ast.Attribute) and func.attr == "run" and isinstance(func.value, ast.Name):
             kernel = self.kernels.get(func.value.id)
             if kernel is None:
@@ -522,7 +523,7 @@ def _argument_expression(source: str, names: dict[str, str]) -> str:
     """dynamo's source of a graph input ("L['self']._modules['fc']._parameters['weight']") as the forward
     reads it ("self.fc.weight")."""
     try:
-        tree = ast.parse(source, mode="eval").body
+        tree = ast_parse.parse(source, mode="eval").body
     except SyntaxError:
         raise ConversionError(f"graph input {source!r} is not an expression") from None
 

@@ -21,6 +21,7 @@ import functools
 import importlib
 import math
 import re
+from sandbox_service import ast_parse
 
 # What one program may hold: beyond this it is not a kernel's forward.
 MAX_KERNELS = 64
@@ -200,7 +201,7 @@ def kernel_parameters(source: str) -> tuple[str, ...]:
     """The parameter names of the one `def` a kernel's source holds (kernels.py checks the rest of it); parsed
     once per source, however many launches name the kernel."""
     try:
-        tree = ast.parse(source)
+        tree = ast_parse.parse(source)
     except (SyntaxError, ValueError) as exc:
         raise ProgramError(f"a kernel's source does not parse: {exc}") from None
     defs = [node for node in tree.body if isinstance(node, ast.FunctionDef)]

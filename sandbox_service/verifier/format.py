@@ -8,6 +8,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 
+from sandbox_service import ast_parse
 from sandbox_service.options import CandidateFormat
 from sandbox_service.results import Violation
 from sandbox_service.verifier.extraction import extract_completion, looks_like_completion
@@ -77,7 +78,7 @@ def check_format(candidate_text: str, candidate_format: CandidateFormat, max_byt
     if not code.strip():
         return fail("empty-code", "the code block is empty")
     try:
-        tree = ast.parse(code)
+        tree = ast_parse.parse(code)
     except SyntaxError as exc:
         return FormatCheck(code, None, [Violation(LAYER, "syntax-error", f"does not parse: {exc.msg}", exc.lineno)])
     except (ValueError, RecursionError, MemoryError) as exc:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import ast
 import logging
 
+from sandbox_service import ast_parse
 from sandbox_service.options import Policy
 from sandbox_service.results import Violation
 from sandbox_service.verifier.static.interpreter import LAYER, AnalysisBudgetExceeded
@@ -31,7 +32,7 @@ def reference_uses_low_precision(reference_source: str | None) -> bool:
     if not reference_source:
         return False
     try:
-        tree = ast.parse(reference_source)
+        tree = ast_parse.parse(reference_source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return False
     for node in ast.walk(tree):
@@ -47,7 +48,7 @@ def check_static(code: str, policy: Policy = Policy.STRICT, reference_source: st
     reference itself uses are allowed (global precision flags and autocast stay flagged)."""
     policy = Policy(policy)
     try:
-        tree = ast.parse(code)
+        tree = ast_parse.parse(code)
     except (SyntaxError, ValueError):
         return []
     except (RecursionError, MemoryError):
