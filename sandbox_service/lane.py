@@ -22,6 +22,7 @@ import logging
 import os
 import secrets
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
 from pathlib import Path
@@ -66,6 +67,10 @@ JUDGE_MEMORY_LIMIT_MB = 96 * 1024
 # trainer's step or another evaluation gives memory back within minutes; a GPU held longer than this by others is
 # one the sandbox should not share.
 FREE_MEMORY_WAIT_S = 600.0
+# While an evaluation waits for GPU memory the judges are asked to give back their kept expected outputs and
+# allocator caches at most this often (a trim costs a recomputed trial later), each answering within the timeout.
+JUDGE_TRIM_INTERVAL_S = 5.0
+JUDGE_TRIM_TIMEOUT_S = 10.0
 BUILD_TIMEOUT_S = 120.0
 # Candidate processes making their CUDA context at once (worker/pool.py says why few); the server's
 # TRITONRL_CONTEXT_STARTS overrides it.
@@ -164,13 +169,23 @@ class Lane:
                         "the executor's whole process, so the timing checks' kept copies are within their reach "
                         "(docs/security.md); run evaluations where this is off (e.g. uvm_disable_hmm=1)", config.gpu)
         self.executors = None
+        # Processes kept ready ahead of demand that hold a CUDA context are started only while the GPU has room
+        # for one, and closed while an evaluation waits for memory (relieve_memory).
+        def room_for_context() -> bool:
+            return self.free_memory.has_room(CONTEXT_BYTES)
+
         if self.executor_design:
             # The candidate's own processes never make a CUDA context: any number may start at once.
             self.candidates = CandidatePool(lambda: self.spawn(TRACER), config.warm, max(1, config.warm))
             self.executors = CandidatePool(lambda: self.spawn(EXECUTOR), config.warm, config.starting,
-                                           reusable=config.backend == "cuda")
+                                           reusable=config.backend == "cuda", spare_ok=room_for_context)
+            self._context_pool = self.executors
         else:
-            self.candidates = CandidatePool(lambda: self.spawn(CANDIDATE), config.warm, config.starting)
+            self.candidates = CandidatePool(lambda: self.spawn(CANDIDATE), config.warm, config.starting,
+                                            spare_ok=room_for_context)
+            self._context_pool = self.candidates
+        self._judges_trimmed = float("-inf")
+        self.free_memory.relieve = self.relieve_memory
 
     @classmethod
     def create(cls, backend: str, gpu: int | None, warm: int, work_root: Path, llm_judge: LLMJudge | None = None,
@@ -259,6 +274,25 @@ class Lane:
             return 0
         half = self.memory.total // 2
         return half if estimate_bytes is None else min(half, estimate_bytes + estimate_bytes // 2)
+
+    def relieve_memory(self) -> None:
+        """Give back what the lane's idle processes hold on the GPU while an evaluation waits for memory: it never
+        comes free otherwise (on an H100 running full-size level 1, 32 idle executors held 19 GB and the judges
+        14 GB, and the largest tasks waited for them). The processes kept ready ahead of demand are closed, and
+        the judges not busy drop their kept expected outputs and allocator caches (Judge.trim)."""
+        shed = self._context_pool.shed_idle()
+        trimmed = 0
+        now = time.monotonic()
+        if now - self._judges_trimmed >= JUDGE_TRIM_INTERVAL_S:
+            self._judges_trimmed = now
+            for judge in self.judges:
+                try:
+                    trimmed += judge.request_if_idle({"op": "trim"}, JUDGE_TRIM_TIMEOUT_S) is not None
+                except ServiceFailure as exc:  # it is started again, with empty caches, for its next request
+                    log.warning("the %s could not give back its GPU memory: %s", judge.name, exc)
+        if shed or trimmed:
+            log.info("GPU memory wanted: closed %d idle process(es) holding a CUDA context, %d judge(s) gave back "
+                     "their caches", shed, trimmed)
 
     def judge_for(self, key: str) -> ServiceProcess:
         """A judge that keeps this problem's cache: one of JUDGES_PER_TASK chosen by the task's key (the first

@@ -278,6 +278,20 @@ class Judge:
         if self.device.type == "cuda" and torch.cuda.memory_reserved() > RESERVED_LIMIT_BYTES:
             torch.cuda.empty_cache()
 
+    def trim(self, request: dict) -> dict:
+        """Give back every expected output kept and all the allocator caches: an evaluation waits for GPU memory
+        (Lane.relieve_memory). The tasks stay prepared; their trials are recomputed when compared, as large
+        ones always are."""
+        freed = 0
+        for problem in self.problems.values():
+            freed += problem.cached_bytes
+            problem.expected.clear()
+            problem.cached_bytes = 0
+        if self.device.type == "cuda":
+            torch.cuda.empty_cache()
+        self.counts["trims"] += 1
+        return {"type": "trimmed", "expected_bytes": freed}
+
 
 def _malformed(error: str) -> dict:
     return {"type": "malformed", "rule": messages.HANDOVER_RULE, "error": error}
@@ -286,7 +300,8 @@ def _malformed(error: str) -> dict:
 def answer(judge: Judge, request: dict) -> dict:
     """One request's answer. Nothing a request holds ends the judge: a broken reference, an out-of-memory,
     a malformed hand-over and a malformed request each get their answer."""
-    handlers = {"prepare": judge.prepare, "compare": judge.compare, "time": judge.time_reference}
+    handlers = {"prepare": judge.prepare, "compare": judge.compare, "time": judge.time_reference,
+                "trim": judge.trim}
     op = request.get("op")
     try:
         if op == "stats":

@@ -37,12 +37,20 @@ class CandidatePool:
     Waiting evaluations are served in arrival order; one fails only when the pool makes no process ready
     for READY_TIMEOUT_S, or when three starts in a row failed after it began waiting.
     With `size` 0 there is no pool: `acquire()` forks a process and waits for it.
+
+    Processes that hold GPU memory (a CUDA context each) are started ahead of demand only while `spare_ok()`
+    says the GPU has room, and `shed_idle()` closes those not in use: on an H100 running full-size level 1,
+    32 idle executors held 19 GB that the largest tasks waited for (benchmarks/RESULTS.md). A start an
+    `acquire()` is waiting for is never held back.
     """
 
     backoff_s = 0.2  # after a failed start a fill thread waits this long, doubled per failure in a row (to 5 s)
+    spare_poll_s = 0.5  # how often a fill thread held back by `spare_ok` asks again
 
-    def __init__(self, spawn: Callable[[], Child], size: int, starting: int, reusable: bool = False):
+    def __init__(self, spawn: Callable[[], Child], size: int, starting: int, reusable: bool = False,
+                 spare_ok: Callable[[], bool] = lambda: True):
         self._spawn = spawn
+        self._spare_ok = spare_ok  # called without the pool's lock held
         self.size = size
         # Reusable processes (executors) come back with `release` or leave with `discard`: then `size` bounds
         # the processes in use too, so that one given back is kept rather than replaced by a fresh one.
@@ -68,6 +76,14 @@ class CandidatePool:
                     self._cond.wait()
                 if self._closed:
                     return
+                demanded = len(self._waiting) > len(self._idle) + self._starting
+            if not demanded and not self._spare_ok():
+                with self._cond:
+                    self._cond.wait(timeout=self.spare_poll_s)
+                continue
+            with self._cond:
+                if self._closed or len(self._idle) + self._starting + self._in_use >= self.size:
+                    continue
                 self._starting += 1
             child, error = self._start()
             with self._cond:
@@ -111,6 +127,7 @@ class CandidatePool:
         with self._cond:
             ticket = next(self._tickets)
             self._waiting.append(ticket)
+            self._cond.notify_all()  # a fill thread held back by `spare_ok` starts one for this call
             failed_before, began = self._failed, time.monotonic()
             try:
                 while True:
@@ -157,6 +174,20 @@ class CandidatePool:
             self._in_use -= 1
             self._cond.notify_all()
         child.close(wait=False)
+
+    @property
+    def idle(self) -> int:
+        """Processes ready and not in use."""
+        return len(self._idle)
+
+    def shed_idle(self) -> int:
+        """Close every process not in use (their GPU memory is wanted); how many."""
+        with self._cond:
+            idle, self._idle = list(self._idle), collections.deque()
+            self._cond.notify_all()
+        for child in idle:
+            child.close(wait=False)
+        return len(idle)
 
     def _acquire_unpooled(self) -> Child:
         errors = []
@@ -352,13 +383,26 @@ class FreeMemory:
     # never comes back while it waits, so the largest tasks waited out `wait_s` and failed.
     settle_s = 10.0
 
-    def __init__(self, read: Callable[[], DeviceMemory | None] | None, margin: int, wait_s: float):
+    def __init__(self, read: Callable[[], DeviceMemory | None] | None, margin: int, wait_s: float,
+                 relieve: Callable[[], None] = lambda: None):
         self.watching = read is not None
         self.read: Callable[[], DeviceMemory | None] = read or (lambda: None)
         self.margin = margin
         self.wait_s = wait_s
+        # Called (without the lock) before every poll of a wait: the lane gives back what its idle processes
+        # hold (Lane.relieve_memory), memory that would otherwise never come free while work waits for it.
+        self.relieve = relieve
+        self.waiting = 0  # waits in progress
         self._admitted = 0
         self._cond = threading.Condition()
+
+    def has_room(self, nbytes: int) -> bool:
+        """Whether `nbytes` more can be taken now without taking what admitted or waiting work is owed: for
+        processes started ahead of demand (CandidatePool's `spare_ok`). Reads without the lock."""
+        if self.waiting:
+            return False
+        memory = self.read()
+        return memory is None or memory.free >= self._admitted + nbytes + self.margin
 
     @contextlib.contextmanager
     def admitted(self, nbytes: int, cancelled: Callable[[], bool] = lambda: False,
@@ -395,28 +439,40 @@ class FreeMemory:
         started = time.monotonic()
         first: DeviceMemory | None = None  # when the wait began
         most, rose = -1, started  # the most seen free, and when the reading last rose above it
-        while True:
-            memory = self.read()
-            now = time.monotonic()
-            waited = now - started
-            if memory is None or memory.free >= needed():
-                if first is not None:
-                    log.info("GPU memory: %s free after %.1f s", gigabytes(needed()), waited)
-                seen = first or memory
-                return MemoryWait(waited, needed(), None if seen is None else seen.free)
-            if memory.free > most:
-                most, rose = memory.free, now
-            least = alone()
-            if least is not None and memory.free >= least and now - rose >= self.settle_s:
-                log.warning("GPU memory: starting alone with %s free, below the %s needed (nothing freed for %.0f s)",
-                            gigabytes(memory.free), gigabytes(needed()), now - rose)
-                return MemoryWait(waited, needed(), (first or memory).free, started_with=memory.free)
-            if waited >= self.wait_s:
-                raise MemoryShort(needed(), memory, waited)
-            if cancelled():
-                raise TimeoutError("cancelled while waiting for free GPU memory")
-            if first is None:
-                first = memory
-                log.warning("waiting for GPU memory: %s needed, %s free of %s", gigabytes(needed()),
-                            gigabytes(memory.free), gigabytes(memory.total))
-            self._cond.wait(timeout=self.poll_s)
+        try:
+            while True:
+                memory = self.read()
+                now = time.monotonic()
+                waited = now - started
+                if memory is None or memory.free >= needed():
+                    if first is not None:
+                        log.info("GPU memory: %s free after %.1f s", gigabytes(needed()), waited)
+                    seen = first or memory
+                    return MemoryWait(waited, needed(), None if seen is None else seen.free)
+                if memory.free > most:
+                    most, rose = memory.free, now
+                least = alone()
+                if least is not None and memory.free >= least and now - rose >= self.settle_s:
+                    log.warning("GPU memory: starting alone with %s free, below the %s needed (nothing freed for "
+                                "%.0f s)", gigabytes(memory.free), gigabytes(needed()), now - rose)
+                    return MemoryWait(waited, needed(), (first or memory).free, started_with=memory.free)
+                if waited >= self.wait_s:
+                    raise MemoryShort(needed(), memory, waited)
+                if cancelled():
+                    raise TimeoutError("cancelled while waiting for free GPU memory")
+                if first is None:
+                    first = memory
+                    self.waiting += 1
+                    log.warning("waiting for GPU memory: %s needed, %s free of %s", gigabytes(needed()),
+                                gigabytes(memory.free), gigabytes(memory.total))
+                self._cond.release()
+                try:
+                    self.relieve()
+                except Exception:  # noqa: BLE001 - giving memory back is best effort; the wait goes on regardless
+                    log.exception("giving back the lane's idle GPU memory failed")
+                finally:
+                    self._cond.acquire()
+                self._cond.wait(timeout=self.poll_s)
+        finally:
+            if first is not None:
+                self.waiting -= 1

@@ -98,6 +98,18 @@ class ServiceProcess:
             raise ServiceFailure(f"the {self.name} answered out of turn")
         return answer
 
+    def request_if_idle(self, message: dict, timeout_s: float) -> dict | None:
+        """`request` to a running process nobody is using now; None when it is busy or not running (it is never
+        started or waited for: for housekeeping that must not hold up evaluations)."""
+        if not self.lock.acquire(blocking=False):
+            return None
+        try:
+            if self._child is None or self._child.returncode() is not None:
+                return None
+            return self.request(message, timeout_s)
+        finally:
+            self.lock.release()
+
     def close(self) -> None:
         with self.lock:
             if self._child is not None:

@@ -8,6 +8,7 @@ out-of-memory error in the judge or in the executor (standing in for an allocati
 from __future__ import annotations
 
 from collections.abc import Callable
+import time
 from pathlib import Path
 
 import pytest
@@ -96,7 +97,7 @@ def shared_gpu(cpu_lane, monkeypatch, short_waits, tmp_path):
     """The CPU lane as if on a shared GPU: its tasks' estimate is ESTIMATE, and it reads the device's free memory
     from a SharedGpu (margin 1 GB, polled every 50 ms, 30 s at most)."""
     gpu = SharedGpu(tmp_path / "refused")
-    free_memory = FreeMemory(gpu.read, margin=1 * GB, wait_s=30.0)
+    free_memory = FreeMemory(gpu.read, margin=1 * GB, wait_s=30.0, relieve=cpu_lane.relieve_memory)
     free_memory.poll_s = 0.05
     monkeypatch.setattr(cpu_lane, "free_memory", free_memory)
     monkeypatch.setattr(cpu_lane, "estimate_bytes", lambda input_bytes, output_bytes: ESTIMATE)
@@ -162,6 +163,42 @@ def test_an_evaluation_alone_on_the_lane_starts_with_its_minimum_when_no_more_me
     result = evaluate(REFERENCE, CORRECT, FAST, cpu_lane)
     assert result.status == Status.OK, result.error
     assert "then started alone with 10.0 GB free, below the 17.0 GB it waited for" in _memory_layer(result).detail
+
+
+def test_while_an_evaluation_waits_the_lane_s_idle_processes_give_back_their_gpu_memory(
+        cpu_lane, shared_gpu, monkeypatch):
+    # On an H100 running full-size level 1 the lane's idle executors (a CUDA context each) held 19 GB and its
+    # judges' caches 14 GB; the largest tasks waited for memory only the lane itself could give back.
+    evaluate(REFERENCE, CORRECT, FAST, cpu_lane)  # the judge has the task and its expected outputs
+    deadline = time.monotonic() + 30
+    while cpu_lane.executors.idle == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert cpu_lane.executors.idle == 1
+    shed, trims = [], []
+    original_shed, original_relieve = cpu_lane.executors.shed_idle, cpu_lane.relieve_memory
+
+    def relieve():
+        trims.append(_judge_trims(cpu_lane))
+        original_relieve()
+        trims.append(_judge_trims(cpu_lane))
+        if sum(shed) and trims[-1] > trims[0]:
+            shared_gpu.give_back()  # what they held comes free
+
+    monkeypatch.setattr(cpu_lane.executors, "shed_idle", lambda: shed.append(original_shed()) or shed[-1])
+    monkeypatch.setattr(cpu_lane, "_judges_trimmed", float("-inf"))
+    cpu_lane.free_memory.relieve = relieve
+    shared_gpu.hold(reads=10**6)
+    result = evaluate(REFERENCE, CORRECT, FAST, cpu_lane)
+    assert result.status == Status.OK, result.error
+    assert sum(shed) == 1 and trims[-1] == trims[0] + 1
+    memory = _memory_layer(result)
+    assert "until 17.0 GB was free on the GPU (1.0 GB at first)" in memory.detail
+    assert memory.duration_s < cpu_lane.free_memory.settle_s
+
+
+def _judge_trims(lane) -> int:
+    with lane.judges[0].lock:
+        return lane.judges[0].request({"op": "stats"}, 30)["counts"].get("trims", 0)
 
 
 # -- the executor out of memory ------------------------------------------------------------------------

@@ -121,3 +121,43 @@ def test_work_does_not_start_below_its_estimate_beside_other_admitted_work():
                 pass
     finally:
         first.__exit__(None, None, None)
+
+
+def test_while_work_waits_the_lane_is_asked_to_give_back_what_its_idle_processes_hold():
+    # Memory the lane's own idle processes hold never comes back by itself (on an H100: idle executors' contexts
+    # and the judges' caches, 33 GB); relieved, the work starts on its estimate, without the settle.
+    gpu = Gpu(free=2 * GB)
+    memory = gate(gpu, settle_s=60.0)
+    calls = []
+
+    def relieve():
+        calls.append(memory.waiting)
+        gpu.free = 20 * GB
+
+    memory.relieve = relieve
+    with memory.admitted(4 * GB, minimum=1 * GB) as wait:
+        assert wait.started_with is None and wait.seconds < 5
+    assert calls and calls[0] == 1 and memory.waiting == 0
+
+
+def test_there_is_no_room_for_spare_processes_while_work_waits_or_what_it_was_admitted_with_is_not_free():
+    gpu = Gpu(free=10 * GB)
+    memory = gate(gpu)
+    assert memory.has_room(1 * GB)
+    with memory.admitted(8 * GB):
+        assert not memory.has_room(2 * GB)  # 10 GB free: 8 owed, 1 of margin
+        assert memory.has_room(1 * GB)
+    seen = []
+    gpu.free = 1 * GB
+    memory.relieve = lambda: (seen.append(memory.has_room(0)), setattr(gpu, "free", 20 * GB))
+    with memory.admitted(4 * GB):
+        pass
+    assert seen == [False] and memory.has_room(1 * GB)
+
+
+def test_a_wait_that_fails_is_no_longer_counted_as_waiting():
+    memory = gate(Gpu(free=1 * GB), wait_s=0.2)
+    with pytest.raises(MemoryShort):
+        with memory.admitted(4 * GB):
+            pass
+    assert memory.waiting == 0

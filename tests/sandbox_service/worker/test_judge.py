@@ -78,6 +78,24 @@ def test_honest_file_outputs_are_compared(prepared):
     assert answer["type"] == "compared" and answer["passed"], answer
 
 
+def test_a_trim_gives_back_the_kept_expected_outputs_and_the_task_is_still_judged(prepared):
+    # While an evaluation waits for GPU memory the lane asks its judges for what they keep (Lane.relieve_memory).
+    the_judge, outputs = prepared
+    expected = [t.clone() for t in _expected(the_judge)]
+    kept = the_judge.problems[KEY].cached_bytes
+    assert kept > 0
+    answer = judge.answer(the_judge, {"op": "trim"})
+    assert answer == {"type": "trimmed", "expected_bytes": kept}
+    assert the_judge.problems[KEY].expected == {} and the_judge.problems[KEY].cached_bytes == 0
+    harness.save_outputs(expected, _file(outputs)["path"])
+    answer = _compare(the_judge, outputs, _file(outputs))
+    assert answer["type"] == "compared" and answer["passed"], answer
+    assert the_judge.counts["recompute"] == 1 and the_judge.counts["trims"] == 1
+    harness.save_outputs([t + 1 for t in expected], _file(outputs, trial=1)["path"])
+    answer = _compare(the_judge, outputs, _file(outputs, trial=1), trial=1)
+    assert answer["type"] == "compared" and not answer["passed"], answer
+
+
 def _symlink_elsewhere(the_judge, outputs):
     elsewhere = os.path.join(os.path.dirname(outputs), "elsewhere.safetensors")
     harness.save_outputs(_expected(the_judge), elsewhere)

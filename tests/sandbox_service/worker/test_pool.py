@@ -205,3 +205,56 @@ def test_a_cancelled_evaluation_stops_waiting():
     with _running(starts, size=1, starting=1) as pool:
         with pytest.raises(TimeoutError, match="cancelled"):
             pool.acquire(cancelled=lambda: True)
+
+
+def test_processes_ahead_of_demand_start_only_while_spare_ok_says_the_gpu_has_room():
+    starts, room = Starts(seconds=0.0), threading.Event()
+    pool = CandidatePool(starts.spawn, size=4, starting=2, spare_ok=room.is_set)
+    pool.spare_poll_s = 0.02
+    try:
+        time.sleep(0.3)
+        assert starts.spawned == 0
+        room.set()
+        deadline = time.monotonic() + 5
+        while starts.spawned < 4 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert starts.spawned == 4
+    finally:
+        pool.close()
+
+
+def test_an_evaluation_waiting_for_a_process_gets_one_even_without_room_for_spares():
+    # Held back spares must never hold back work that is admitted (it would wait on itself).
+    starts = Starts(seconds=0.0)
+    pool = CandidatePool(starts.spawn, size=4, starting=2, spare_ok=lambda: False)
+    pool.spare_poll_s = 0.02
+    try:
+        child = pool.acquire()
+        assert child in starts.children
+        time.sleep(0.2)
+        assert starts.spawned == 1  # no spare started after it
+    finally:
+        pool.close()
+
+
+def test_shedding_closes_the_idle_processes_and_not_those_in_use():
+    starts = Starts(seconds=0.0)
+    room = threading.Event()
+    room.set()
+    pool = CandidatePool(starts.spawn, size=3, starting=3, reusable=True, spare_ok=room.is_set)
+    pool.spare_poll_s = 0.02
+    try:
+        in_use = pool.acquire()
+        deadline = time.monotonic() + 5
+        while (starts.spawned < 3 or starts.now) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        time.sleep(0.1)  # the last one ready and put with the idle
+        room.clear()  # memory is wanted: the shed ones are not replaced
+        assert pool.shed_idle() == 2
+        assert not in_use.closed and sum(child.closed for child in starts.children) == 2
+        time.sleep(0.2)
+        assert starts.spawned == 3
+        pool.release(in_use)
+        assert pool.acquire() is in_use  # given back, kept
+    finally:
+        pool.close()
