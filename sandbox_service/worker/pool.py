@@ -379,8 +379,8 @@ class FreeMemory:
     poll_s = 0.5
     # Work that would run alone (nothing else of the lane admitted) and has its minimum free starts once the free
     # reading has not risen for this long: the estimate is an upper bound (L1/47 used 28.6 of its 52 GB), and
-    # memory the lane's own idle processes hold (contexts, caches: 32 GB on an H100 running full-size level 1)
-    # never comes back while it waits, so the largest tasks waited out `wait_s` and failed.
+    # what the lane's idle processes hold beyond what `relieve` gives back (the judges' contexts, a busy judge's
+    # cache) never comes back while it waits; before either, the largest full-size tasks waited out `wait_s`.
     settle_s = 10.0
 
     def __init__(self, read: Callable[[], DeviceMemory | None] | None, margin: int, wait_s: float,
