@@ -17,6 +17,8 @@ mkdir -p "$OUT"
 cd "$ROOT"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/device.txt"
 git_rev=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+# The device's copy of the working tree may carry older git metadata than its files: say when they differ.
+git diff --quiet HEAD -- 2>/dev/null || git_rev="$git_rev+changes"
 for stage in "$@"; do
   started=$(date +%s)
   case "$stage" in
