@@ -284,12 +284,16 @@ class Lane:
         trimmed = 0
         now = time.monotonic()
         if now - self._judges_trimmed >= JUDGE_TRIM_INTERVAL_S:
-            self._judges_trimmed = now
-            for judge in self.judges:
-                try:
-                    trimmed += judge.request_if_idle({"op": "trim"}, JUDGE_TRIM_TIMEOUT_S) is not None
-                except ServiceFailure as exc:  # it is started again, with empty caches, for its next request
-                    log.warning("the %s could not give back its GPU memory: %s", judge.name, exc)
+            # A trim is the judges' GPU work (freed memory goes back to the driver, which clears it) and, like all
+            # of it, shares the GPU: never while an evaluation is timed (put off to a later poll, red team 12).
+            with self.gate.shared_if_free() as free:
+                if free:
+                    self._judges_trimmed = now
+                    for judge in self.judges:
+                        try:
+                            trimmed += judge.request_if_idle({"op": "trim"}, JUDGE_TRIM_TIMEOUT_S) is not None
+                        except ServiceFailure as exc:  # started again, with empty caches, for its next request
+                            log.warning("the %s could not give back its GPU memory: %s", judge.name, exc)
         if shed or trimmed:
             log.info("GPU memory wanted: closed %d idle process(es) holding a CUDA context, %d judge(s) gave back "
                      "their caches", shed, trimmed)

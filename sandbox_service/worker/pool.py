@@ -181,9 +181,14 @@ class CandidatePool:
         return len(self._idle)
 
     def shed_idle(self) -> int:
-        """Close every process not in use (their GPU memory is wanted); how many."""
+        """Close every process not in use and not owed to a waiting `acquire()` (their GPU memory is wanted); how
+        many. A process ready while an `acquire()` waits for it is that call's (the first ones, taken in turn), not
+        one kept ahead of demand: closing it between its start and the waiting call's turn made the call wait
+        for another start (red team 12)."""
         with self._cond:
-            idle, self._idle = list(self._idle), collections.deque()
+            owed = min(len(self._idle), len(self._waiting))
+            idle = list(self._idle)
+            self._idle, idle = collections.deque(idle[:owed]), idle[owed:]
             self._cond.notify_all()
         for child in idle:
             child.close(wait=False)
@@ -278,6 +283,22 @@ class TimingGate:
             with self._cond:
                 self._readers -= 1
                 self._cond.notify_all()
+
+    @contextlib.contextmanager
+    def shared_if_free(self) -> Iterator[bool]:
+        """The shared side if no timing holds or waits for the GPU now, without waiting: yields whether it was
+        entered (for housekeeping that may be put off, Lane.relieve_memory)."""
+        with self._cond:
+            entered = not (self._writer or self._writers_waiting)
+            if entered:
+                self._readers += 1
+        try:
+            yield entered
+        finally:
+            if entered:
+                with self._cond:
+                    self._readers -= 1
+                    self._cond.notify_all()
 
     @contextlib.contextmanager
     def exclusive(self) -> Iterator[None]:
