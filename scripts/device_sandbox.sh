@@ -7,6 +7,8 @@
 #   bash scripts/device_sandbox.sh survey       # benchmarks/experiments/timing_protocol_survey.py (2 batches)
 #   bash scripts/device_sandbox.sh full         # full-size level 1 against KernelBench's harness (needs
 #                                               # .device_carry/datasets and .device_carry/kb_harness), server log kept
+#   bash scripts/device_sandbox.sh judged       # the same comparison with every pair through the harness (about
+#                                               # 500 s of its 35 s a process) and no sequential rounds: one call
 # Several stages run in the order given. The baseline is a `git archive` of another commit carried in
 # .device_carry/base (see benchmarks/RESULTS.md); REPEATS (default 10) sets the throughput run's size.
 set -u
@@ -48,6 +50,12 @@ for stage in "$@"; do
         --baselines .device_carry/datasets/kernelbench_baseline_times --repeats 2 --time-budget 120 \
         --kernelbench-harness .device_carry/kb_harness --harness-budget 300 --harness-timeout 120 \
         --server-log "$OUT/full_server.log" --out "$OUT/full.json" > "$OUT/full.txt" 2>&1
+      ;;
+    judged)
+      python3 benchmarks/sandbox_throughput.py --dataset .device_carry/datasets/kernelbench.jsonl \
+        --baselines .device_carry/datasets/kernelbench_baseline_times --repeats 2 --time-budget 1 \
+        --kernelbench-harness .device_carry/kb_harness --harness-budget 470 --harness-timeout 90 \
+        --server-log "$OUT/judged_server.log" --out "$OUT/judged.json" > "$OUT/judged.txt" 2>&1
       ;;
     *) echo "unknown stage $stage" >&2; exit 2 ;;
   esac
