@@ -21,6 +21,7 @@ import functools
 import importlib
 import math
 import re
+
 from sandbox_service import ast_parse
 
 # What one program may hold: beyond this it is not a kernel's forward.

@@ -72,7 +72,7 @@ class CandidatePool:
     def _fill(self) -> None:
         while True:
             with self._cond:
-                while not self._closed and len(self._idle) + self._starting + self._in_use >= self.size:
+                while not self._closed and self._full():
                     self._cond.wait()
                 if self._closed:
                     return
@@ -82,7 +82,7 @@ class CandidatePool:
                     self._cond.wait(timeout=self.spare_poll_s)
                 continue
             with self._cond:
-                if self._closed or len(self._idle) + self._starting + self._in_use >= self.size:
+                if self._closed or self._full():
                     continue
                 self._starting += 1
             child, error = self._start()
@@ -104,6 +104,10 @@ class CandidatePool:
             if error is not None and not closed:
                 log.error("could not start a candidate process: %s", error)
                 time.sleep(min(5.0, self.backoff_s * 2 ** min(in_a_row, 5)))
+
+    def _full(self) -> bool:
+        """Whether the pool holds `size` processes, ready, starting or (reusable ones) in use. Call with the lock."""
+        return len(self._idle) + self._starting + self._in_use >= self.size
 
     def _start(self) -> tuple[Child | None, str | None]:
         """A ready child, or why there is none (never raises: a fill thread must not die)."""
@@ -423,7 +427,11 @@ class FreeMemory:
         if self.waiting:
             return False
         memory = self.read()
-        return memory is None or memory.free >= self._admitted + nbytes + self.margin
+        return memory is None or memory.free >= self._owed(nbytes)
+
+    def _owed(self, nbytes: int) -> int:
+        """What the device must have free for `nbytes` more: the admitted work's and the margin beside it."""
+        return self._admitted + nbytes + self.margin
 
     @contextlib.contextmanager
     def admitted(self, nbytes: int, cancelled: Callable[[], bool] = lambda: False,
@@ -435,7 +443,7 @@ class FreeMemory:
             return None if minimum is None or self._admitted else minimum + self.margin
 
         with self._cond:
-            wait = self._wait(lambda: self._admitted + nbytes + self.margin, cancelled, alone)
+            wait = self._wait(lambda: self._owed(nbytes), cancelled, alone)
             self._admitted += nbytes
         try:
             yield wait
