@@ -127,6 +127,13 @@ def run_batch(client: SandboxClient, items: list, options: EvalOptions, concurre
                 found = re.search(r"server's clock saw ([0-9.]+) us per run", l.detail) if l.name == "timing" else None
                 if found and r.candidate_timing is not None:
                     outside.setdefault(key, []).append(r.candidate_timing.median_us / max(float(found.group(1)), 1e-9))
+    # Each timed evaluation: candidate, the verdict's time, the executor's median, the server clock's per-run
+    # figure (None in the in-process design), the reference's time (what the spread above is made of).
+    each = [[f"{items[i].problem}/{items[i].variant}", r.candidate_time_us,
+             r.candidate_timing.median_us if r.candidate_timing else None,
+             next((float(m.group(1)) for l in r.layers if l.name == "timing"
+                   for m in [re.search(r"server's clock saw ([0-9.]+) us per run", l.detail)] if m), None),
+             r.ref_time_us] for i, r in sorted(results.items()) if r.candidate_time_us]
     hold = {}
     if server_log is not None:
         with open(server_log, errors="replace") as f:
@@ -148,13 +155,16 @@ def run_batch(client: SandboxClient, items: list, options: EvalOptions, concurre
         "server_cpu_share": round(role_cpu["server"] / role_cpu["wall_s"], 2) if role_cpu.get("server") else None,
         "failures": failures[:10],
         "candidate_us": {k: round(statistics.median(v), 2) for k, v in sorted(timed.items())},
+        # How far the same kernel's figure moves between its evaluations (largest / smallest of its repeats).
+        "candidate_spread": {k: round(max(v) / min(v), 3) for k, v in sorted(timed.items()) if len(v) > 1},
         "speedup": {k: round(statistics.median(v), 3) for k, v in sorted(speedups.items())},
         "executor_over_outside": {k: round(statistics.median(v), 3) for k, v in sorted(outside.items())},
+        "timed_evaluations": each,
     }
 
 
 def measure(label: str, server: Server, size: str, repeats: int, phases: list[str], concurrency: int,
-            budget_s: float | None) -> dict[str, Any]:
+            budget_s: float | None, timing_runs: int) -> dict[str, Any]:
     work = [c for _ in range(repeats) for c in cases(size)]
     out: dict[str, Any] = {"server": label}
     with SandboxClient([server.address], timeout_s=3600) as client:
@@ -164,13 +174,18 @@ def measure(label: str, server: Server, size: str, repeats: int, phases: list[st
             items = work
             if budget_s is not None and label == "baseline":
                 items = work[: max(len(cases(size)), int(len(work) * 0.25))]  # the slow baseline gets a quarter
-            options = EvalOptions(trials=5, time=phase == "timed")
+            options = EvalOptions(trials=5, time=phase == "timed", timing_runs=timing_runs)
             out[phase] = run_batch(client, items, options, concurrency, server.process.pid, server.dir / "server.log")
             print(f"[{label}] {phase}: {out[phase]['evaluations']} evaluations in {out[phase]['wall_s']} s -> "
                   f"{out[phase]['per_minute']}/min; {out[phase]['statuses']}; CPU busy {out[phase]['cpu_busy']}; "
                   f"median duration {out[phase]['median_duration_s']} s; layers {out[phase]['median_layer_s']}; "
                   f"CPU s per evaluation {out[phase]['cpu_s_per_evaluation']}; server process "
                   f"{out[phase]['server_cpu_share']} of a core; GPU held to time {out[phase]['gpu_hold']}", flush=True)
+            spreads = list(out[phase]["candidate_spread"].values())
+            if spreads:
+                print(f"[{label}] {phase}: {timing_runs} timed runs; a candidate's time over its {repeats} "
+                      f"evaluations moved by a factor of {statistics.median(spreads):.3f} (median of "
+                      f"{len(spreads)}; max {max(spreads):.3f})", flush=True)
     return out
 
 
@@ -214,6 +229,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="NAME:VAR=VALUE[,VAR=VALUE]: the new server again with these environment variables "
                              "(e.g. conn8:TRITONRL_CUDA_MAX_CONNECTIONS=0), reported as NAME")
     parser.add_argument("--repeats", type=int, default=5, help="times each of the 20 candidates is submitted")
+    parser.add_argument("--timing-runs", type=int, default=EvalOptions.timing_runs,
+                        help="timed runs per evaluation (KernelBench's protocol: 100)")
+    parser.add_argument("--also-timing-runs", default="", help="comma-separated other timed-run counts to measure "
+                                                                 "the new server at (reported as new/Nruns)")
     parser.add_argument("--phases", default="timed,untimed", help="comma-separated: timed, untimed")
     parser.add_argument("--baseline-root", type=Path, help="a checkout whose sandbox_service is the baseline")
     parser.add_argument("--baseline-workers", type=int, help="workers of the baseline server (default: --workers)")
@@ -235,18 +254,21 @@ def main(argv: list[str] | None = None) -> int:
     if args.profile_dir:
         args.profile_dir.mkdir(parents=True, exist_ok=True)
         profile_env = {"TRITONRL_PROFILE_DIR": str(args.profile_dir.resolve())}
-    servers = [("new", REPO_ROOT, args.workers, profile_env)]
-    servers += [(f"new@{n}", REPO_ROOT, int(n), {}) for n in args.also_workers.split(",") if n]
+    runs = args.timing_runs
+    servers = [("new", REPO_ROOT, args.workers, profile_env, runs)]
+    servers += [(f"new@{n}", REPO_ROOT, int(n), {}, runs) for n in args.also_workers.split(",") if n]
+    servers += [(f"new/{n}runs", REPO_ROOT, args.workers, {}, int(n)) for n in args.also_timing_runs.split(",") if n]
     for variant in args.variant:
         name, _, assignments = variant.partition(":")
-        servers.append((name, REPO_ROOT, args.workers, dict(a.split("=", 1) for a in assignments.split(",") if a)))
+        servers.append((name, REPO_ROOT, args.workers, dict(a.split("=", 1) for a in assignments.split(",") if a),
+                        runs))
     if args.baseline_root:
-        servers.append(("baseline", args.baseline_root.resolve(), args.baseline_workers or args.workers, {}))
-    for label, root, workers, env_extra in servers:
+        servers.append(("baseline", args.baseline_root.resolve(), args.baseline_workers or args.workers, {}, runs))
+    for label, root, workers, env_extra, timing_runs in servers:
         server = Server(root, args.backend, workers, env_extra=env_extra)
         try:
             report[label] = measure(label, server, args.size, args.repeats, phases, 4 * workers,
-                                    args.time_budget)
+                                    args.time_budget, timing_runs)
         finally:
             server.close()
     lines = []
@@ -256,6 +278,12 @@ def main(argv: list[str] | None = None) -> int:
         for label, *_ in servers[1:]:
             if label != "baseline":
                 line += f", {label} {report[label][phase]['per_minute']}/min"
+            if label.startswith("new/") and report["new"][phase]["candidate_us"]:
+                ours, theirs = report[label][phase]["candidate_us"], report["new"][phase]["candidate_us"]
+                ratios = [ours[k] / theirs[k] for k in ours if theirs.get(k)]
+                if ratios:
+                    report[f"timing_ratio_{phase}_{label}"] = round(statistics.median(ratios), 3)
+                    line += f" (candidate time / new's: median {statistics.median(ratios):.3f})"
         if "baseline" in report:
             old = report["baseline"][phase]["per_minute"]
             report[f"ratio_{phase}"] = round(new / old, 2)

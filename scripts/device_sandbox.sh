@@ -8,7 +8,7 @@
 #   bash scripts/device_sandbox.sh full         # full-size level 1 against KernelBench's harness (needs
 #                                               # .device_carry/datasets and .device_carry/kb_harness), server log kept
 #   bash scripts/device_sandbox.sh judged       # the same comparison with every pair through the harness (about
-#                                               # 500 s of its 35 s a process) and no sequential rounds: one call
+#                                               # 420 s; L1/47's process takes 98-114 s) and no sequential rounds: one call
 # Several stages run in the order given. The baseline is a `git archive` of another commit carried in
 # .device_carry/base (see benchmarks/RESULTS.md); REPEATS (default 10) sets the throughput run's size.
 set -u
@@ -54,7 +54,7 @@ for stage in "$@"; do
     judged)
       python3 benchmarks/sandbox_throughput.py --dataset .device_carry/datasets/kernelbench.jsonl \
         --baselines .device_carry/datasets/kernelbench_baseline_times --repeats 2 --time-budget 1 \
-        --kernelbench-harness .device_carry/kb_harness --harness-budget 470 --harness-timeout 90 \
+        --kernelbench-harness .device_carry/kb_harness --harness-budget 500 --harness-timeout 150 \
         --server-log "$OUT/judged_server.log" --out "$OUT/judged.json" > "$OUT/judged.txt" 2>&1
       ;;
     *) echo "unknown stage $stage" >&2; exit 2 ;;
