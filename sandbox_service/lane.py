@@ -31,6 +31,7 @@ from sandbox_service.devices import device_memory_reader, reaches_pageable_host_
 from sandbox_service.jail import shared_writable
 from sandbox_service.jail.privileges import make_undumpable
 from sandbox_service.options import InputSet
+from sandbox_service.results import TimingStats
 from sandbox_service.verifier.llm_judge import Judge as LLMJudge
 from sandbox_service.verifier.screen_pool import ScreenPool
 from sandbox_service.worker.pool import (READY_TIMEOUT_S, CandidatePool, Freezer, FreeMemory, MemoryBudget,
@@ -154,6 +155,9 @@ class Lane:
         self.problem_sizes: dict[str, tuple[int, int]] = {}  # task key -> (input, output) bytes per trial
         # (task key, warm-up runs, timed runs) -> the timed batch with nothing run (evaluation._time)
         self.empty_batch_s: dict[tuple[str, int, int], float] = {}
+        # (task key, method, warm-up runs, timed runs, fresh inputs) -> the reference's quickest figure
+        # (evaluation.JudgeLink.time_reference)
+        self.reference_times: dict[tuple, TimingStats] = {}
         self.reference_sizes: dict[str, tuple[int, int]] = {}  # reference_key -> the same, measured by a validation
         self._builds: dict[str, Future] = {}
         self._builds_lock = threading.Lock()

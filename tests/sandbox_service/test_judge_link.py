@@ -1,5 +1,6 @@
-"""JudgeLink.compare_together: a timed batch's checks go to the judge in one turn (the gate and the judge taken
-once), and anything but a plain answer is left to compare(), which knows how to recover."""
+"""JudgeLink: a timed batch's checks go to the judge in one turn (the gate and the judge taken once), anything but
+a plain answer is left to compare(), which knows how to recover, and the reference's time is the lane's, whichever
+judge measured it."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import contextlib
 import threading
 import types
 
+from sandbox_service import evaluation
 from sandbox_service.evaluation import JudgeLink
 from sandbox_service.worker.pool import TimingGate
 from sandbox_service.worker.service import ServiceFailure
@@ -41,11 +43,12 @@ class _Judge:
         return answer
 
 
-def _link(answers: list) -> tuple[JudgeLink, _Gate, _Judge]:
+def _link(answers: list, lane: types.SimpleNamespace | None = None) -> tuple[JudgeLink, _Gate, _Judge]:
     link = JudgeLink.__new__(JudgeLink)
     gate, judge = _Gate(), _Judge(answers)
-    link.lane, link.service = types.SimpleNamespace(gate=gate), judge
+    link.lane, link.service = lane or types.SimpleNamespace(gate=gate, reference_times={}), judge
     link.problem = types.SimpleNamespace(key="task")
+    link.options = types.SimpleNamespace(warmup_runs=3, timing_runs=100, timeout_s=60.0)
     link.wall_s = link.service_s = 0.0
     return link, gate, judge
 
@@ -80,3 +83,32 @@ def test_a_judge_that_fails_leaves_the_rest_to_compare():
     with gate.exclusive():  # and the gate was given back
         pass
 
+
+
+def _timed(median_us: float) -> dict:
+    return {"type": "timed", "stats": {"median_us": median_us, "mean_us": median_us, "std_us": 1.0,
+                                       "min_us": median_us, "max_us": median_us, "runs": 100}}
+
+
+def test_every_judge_of_a_task_gives_the_lane_s_reference_time(monkeypatch):
+    monkeypatch.setattr(evaluation, "REFERENCE_REFRESH", 0.0)
+    lane = types.SimpleNamespace(gate=TimingGate(), reference_times={})
+    first, _, first_judge = _link([_timed(52.0)], lane)
+    second, _, second_judge = _link([_timed(30.0)], lane)
+    assert first.time_reference("cuda_events", fresh_inputs=True).median_us == 52.0
+    assert second.time_reference("cuda_events", fresh_inputs=True).median_us == 52.0
+    assert [r["remeasure"] for r in first_judge.requests] == [False] and not second_judge.requests
+    # another protocol is another figure
+    third, _, third_judge = _link([_timed(41.0)], lane)
+    assert third.time_reference("cuda_events", fresh_inputs=False).median_us == 41.0
+
+
+def test_a_remeasured_reference_keeps_the_quicker_figure(monkeypatch):
+    monkeypatch.setattr(evaluation, "REFERENCE_REFRESH", 1.0)
+    lane = types.SimpleNamespace(gate=TimingGate(), reference_times={})
+    figures = []
+    for median_us in (52.0, 30.0, 60.0):
+        link, _, judge = _link([_timed(median_us)], lane)
+        figures.append(link.time_reference("cuda_events", fresh_inputs=True).median_us)
+    assert figures == [52.0, 30.0, 30.0]
+    assert judge.requests[0]["remeasure"] is True

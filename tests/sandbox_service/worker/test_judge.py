@@ -290,3 +290,8 @@ def test_the_reference_is_timed_on_fresh_inputs_when_the_candidate_is(prepared, 
     assert judge.answer(the_judge, request)["type"] == "timed"
     assert len(set(seen)) == 1
     assert the_judge.counts["time_miss"] == 2
+    # cached, unless the server asks for the reference to be measured once more
+    seen.clear()
+    assert judge.answer(the_judge, request)["type"] == "timed" and not seen
+    assert judge.answer(the_judge, {**request, "remeasure": True})["type"] == "timed" and len(seen) == 5
+    assert the_judge.counts["time_miss"] == 3
