@@ -83,6 +83,7 @@ def eval_options(section: SandboxSection) -> EvalOptions:
     """Sandbox options for model completions: the candidate is the last fenced Python block."""
     return EvalOptions(
         trials=section.trials,
+        timing_runs=section.timing_runs,
         timeout_s=section.timeout_s,
         policy=section.policy,
         candidate_format=CandidateFormat.COMPLETION,

@@ -231,8 +231,10 @@ def test_run_folders_are_never_reused(kernelbench_path, tmp_path):
 
 
 def test_the_sandbox_section_maps_onto_eval_options(kernelbench_path, tmp_path):
-    options = eval_options(_config(kernelbench_path, tmp_path, "sandbox.policy=relaxed").sandbox)
+    options = eval_options(_config(kernelbench_path, tmp_path, "sandbox.policy=relaxed",
+                                   "sandbox.timing_runs=30").sandbox)
     assert (options.trials, options.timeout_s, options.policy) == (2, 120.0, Policy.RELAXED)
+    assert options.timing_runs == 30  # an RL run's; KernelBench's 100 by default
     assert options.candidate_format == CandidateFormat.COMPLETION
 
 
