@@ -128,12 +128,15 @@ def run_batch(client: SandboxClient, items: list, options: EvalOptions, concurre
                 if found and r.candidate_timing is not None:
                     outside.setdefault(key, []).append(r.candidate_timing.median_us / max(float(found.group(1)), 1e-9))
     # Each timed evaluation: candidate, the verdict's time, the executor's median, the server clock's per-run
-    # figure (None in the in-process design), the reference's time (what the spread above is made of).
+    # figure (None in the in-process design), the reference's time, the executor's quickest run and its standard
+    # deviation (what the spread above is made of).
     each = [[f"{items[i].problem}/{items[i].variant}", r.candidate_time_us,
              r.candidate_timing.median_us if r.candidate_timing else None,
              next((float(m.group(1)) for l in r.layers if l.name == "timing"
                    for m in [re.search(r"server's clock saw ([0-9.]+) us per run", l.detail)] if m), None),
-             r.ref_time_us] for i, r in sorted(results.items()) if r.candidate_time_us]
+             r.ref_time_us, r.candidate_timing.min_us if r.candidate_timing else None,
+             r.candidate_timing.std_us if r.candidate_timing else None]
+            for i, r in sorted(results.items()) if r.candidate_time_us]
     hold = {}
     if server_log is not None:
         with open(server_log, errors="replace") as f:
@@ -223,6 +226,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--size", choices=("gpu", "cpu"), default="gpu")
     parser.add_argument("--backend", default="auto", choices=("auto", "cuda", "interpreter"))
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 2)
+    parser.add_argument("--concurrency", type=int, help="evaluations the client keeps in flight (default: 4 x "
+                                                          "workers; 1 times each candidate on a quiet GPU)")
     parser.add_argument("--also-workers", default="", help="comma-separated other worker counts to measure the "
                                                              "new server at (reported as new@N)")
     parser.add_argument("--variant", action="append", default=[],
@@ -267,8 +272,8 @@ def main(argv: list[str] | None = None) -> int:
     for label, root, workers, env_extra, timing_runs in servers:
         server = Server(root, args.backend, workers, env_extra=env_extra)
         try:
-            report[label] = measure(label, server, args.size, args.repeats, phases, 4 * workers,
-                                    args.time_budget, timing_runs)
+            report[label] = measure(label, server, args.size, args.repeats, phases,
+                                    args.concurrency or 4 * workers, args.time_budget, timing_runs)
         finally:
             server.close()
     lines = []
