@@ -298,29 +298,46 @@ def hand_over(job, emit: Emit, control: Receiver, tensors, set_index: int, trial
              fingerprint=fingerprint)
 
 
+WARMUP = -1  # TimingInputs' index of the untimed warm-up's own inputs
+
+
 class TimingInputs:
     """Each timed run's inputs, made from its own seed just before it, once the last run's are gone: no run's
     inputs exist while another run's kernels (or the untimed warm-up) run, so no run can do another's work
     ahead, and every run's inputs, the timing check's included, come about the same way (in turn, in the
-    block the last run's left). `ready` holds the one set in use."""
+    block the last run's left). `ready` holds the one set in use. The warm-up (index WARMUP) has inputs of its
+    own, from `warmup_seed`: on run 0's, a kernel that remembers its last inputs and answer did run 0's work in
+    the untimed warm-up and served run 0 with a copy (red team 13: with 1 timed run, the whole figure)."""
 
-    def __init__(self, reference, seeds: list[int], device: torch.device):
+    def __init__(self, reference, seeds: list[int], device: torch.device, warmup_seed: int | None = None):
         self.reference, self.seeds, self.device = reference, list(seeds), device
+        self.warmup_seed = warmup_seed
         self.ready: dict[int, list] = {}
 
     def replace_seed(self, index: int, seed: int) -> None:
+        if index == WARMUP:
+            raise ValueError("the warm-up's inputs are never a timing check's")
         self.seeds[index] = seed
 
     def __call__(self, index: int) -> list:
         if index not in self.ready:
             self.ready.clear()
-            self.ready[index] = harness.trial_inputs(self.reference, self.seeds[index], self.device)
+            if index == WARMUP:
+                if self.warmup_seed is None:
+                    raise ValueError("these timing inputs have no warm-up seed")
+                seed = self.warmup_seed
+            else:
+                seed = self.seeds[index]
+            self.ready[index] = harness.trial_inputs(self.reference, seed, self.device)
         return self.ready[index]
 
 
 def timing_inputs(job: dict, reference, run_seed: int, device: torch.device) -> TimingInputs:
-    """The timed runs' inputs: one seed per run, from the order's `run_seed` (the server's, new to each timing)."""
-    return TimingInputs(reference, harness.trial_seeds(int(run_seed), job["timing_runs"], job["trial_key"]), device)
+    """The timed runs' inputs: one seed per run, from the order's `run_seed` (the server's, new to each timing),
+    and the warm-up's, the one after the last run's."""
+    runs = job["timing_runs"]
+    seeds = harness.trial_seeds(int(run_seed), runs + 1, job["trial_key"])
+    return TimingInputs(reference, seeds[:runs], device, warmup_seed=seeds[runs])
 
 
 def _time_checked(job: dict, emit: Emit, control: Receiver, replay, inputs: TimingInputs,
@@ -370,10 +387,15 @@ def _time_checked(job: dict, emit: Emit, control: Receiver, replay, inputs: Timi
                                         harness.call_sample_seed(sample_seed, call - 1))
         kept[run] = [t[i.to(t.device)].to("cpu") for t, i in zip(flat, picked)]
 
+    warmed = []
+
     def before_run(index: int) -> None:
+        # time_cuda's first call comes before the warm-up: the warm-up gets inputs of its own, and run 0's are made
+        # after it like every other run's (TimingInputs)
         copy_last()
         current.pop("inputs", None)
-        current["inputs"] = inputs(index)
+        current["inputs"] = inputs(index if warmed else WARMUP)
+        warmed.append(index)
 
     def forward() -> None:
         last.clear()  # warm-up calls follow one another: the last one's outputs go before this one's are made

@@ -38,6 +38,9 @@ MAX_TEXT = 1 << 20  # an error message, a phase
 MAX_BUILD_SOURCE = 1 << 20  # a C launcher's source (the builder's own limit)
 MAX_PTX = 3 << 20  # a kernel's PTX: within one candidate frame (CANDIDATE_FRAME_BYTES, 4 MB)
 MAX_BUILD_LIST = 64
+# timing.CUDA_EVENTS and timing.DEVICE_SYNC: a timing figure's method names the reference's protocol (the server times
+# the reference the same way), so any other string was a reference figure of its own (red team 13).
+TIMING_METHODS = ("cuda_events", "device_sync")
 MAX_TIMING_CHECKS = 16  # timed runs' outputs one timed batch may hand over beyond the trials (evaluation.timing_order)
 MAX_PATH_TEXT = 4096
 MAX_FINGERPRINT = 128
@@ -227,8 +230,8 @@ def _timing_stats(value: Any) -> None:
     for key in ("median_us", "mean_us", "std_us", "min_us", "max_us"):
         _number(value[key], f"timing {key}")
     _int(value["runs"], "timing runs", 1, 1 << 31)
-    if "method" in value:
-        _text(value["method"], "timing method", 64)
+    if "method" in value and _text(value["method"], "timing method", 64) not in TIMING_METHODS:
+        raise _fail(f"timing method {_show(value['method'])} is none of {', '.join(TIMING_METHODS)}")
 
 
 # The executor's out-of-memory says what allocation was refused only when torch's allocator refused it.

@@ -36,7 +36,8 @@ def test_every_run_gets_its_own_seeds_inputs():
 def test_a_runs_inputs_are_made_when_it_comes_and_the_last_ones_let_go():
     inputs = made()
     inputs(0)
-    inputs(0)  # the warm-up and run 0 share run 0's inputs
+    inputs(0)
+    inputs(0)  # asked again while in use: the same set
     assert Reference.calls == 1 and list(inputs.ready) == [0]
     inputs(1)
     assert Reference.calls == 2 and list(inputs.ready) == [1]
@@ -86,7 +87,7 @@ def test_the_empty_batch_samples_its_checked_runs_as_the_timed_batch_does(monkey
         made = runner.timing_inputs(job, Reference, seed, torch.device("cpu"))
         runner._time_checked(job, lambda kind, **fields: None, None, replay, made, [(7, 1234), (12, 99)],
                              calibrate=calibrate, copy_bytes=output_bytes)
-        # inputs are made for run 0 (the warm-up's) and each run; run 7's sample is drawn before run 8's inputs
+        # inputs are made for the warm-up and each run; run 7's sample is drawn before run 8's inputs
         size = output_bytes // 4 if calibrate else 16 * 16
         assert sampled == [(9, [size]), (14, [size])], sampled
 
