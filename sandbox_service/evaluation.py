@@ -84,6 +84,10 @@ EMPTY_BATCH_REFRESH = 0.1
 # timed evaluations measures it once more: timing noise only adds time, and a figure read long (queued GPU work
 # of frozen processes running through the hold) would inflate every later speedup of the task.
 REFERENCE_REFRESH = 0.1
+# Measurements of a protocol's first figure, the quicker kept (as the empty batch's, EMPTY_BATCHES): queued GPU work
+# of frozen processes runs through the first and inflated every later speedup of the task until a refresh replaced
+# it, about ten timed evaluations (red team 13's open item).
+REFERENCE_FIRST_TIMINGS = 2
 # The judge checks timed runs' outputs (inputs it knows): each run is checked on its own, with probability
 # EXPECTED_TIMING_CHECKS / runs, in secret. A kernel that skips a share s of the runs passes with probability
 # about exp(-EXPECTED_TIMING_CHECKS * s) (half the runs: 1 in 12; all: 1 in 150), and seeing which runs were
@@ -400,20 +404,22 @@ class JudgeLink:
         kept = self.lane.reference_times.get(protocol)
         if kept is not None and secrets.SystemRandom().random() >= REFERENCE_REFRESH:
             return kept
-        request = {"op": "time", "key": self.problem.key, "method": method, "warmup": self.options.warmup_runs,
-                   "runs": self.options.timing_runs, "fresh_inputs": fresh_inputs, "remeasure": kept is not None}
-        try:
-            measured = self._judge_time(request)
-        except _Finish as finish:
-            # A remeasure the judge could not finish (out of GPU memory that frozen processes hold, a judge that
-            # died) is no verdict: the lane's figure stands (red team 13). The reference's own failure still ends it.
-            if kept is None or finish.status is not Status.INFRA_ERROR:
-                raise
-            log.warning("the reference of %s was not remeasured (%s); the lane's figure stands", self.problem.key,
-                        finish.error)
-            return kept
-        if kept is None or measured.median_us < kept.median_us:
-            self.lane.reference_times[protocol] = kept = measured
+        for _ in range(1 if kept is not None else REFERENCE_FIRST_TIMINGS):
+            request = {"op": "time", "key": self.problem.key, "method": method, "warmup": self.options.warmup_runs,
+                       "runs": self.options.timing_runs, "fresh_inputs": fresh_inputs, "remeasure": kept is not None}
+            try:
+                measured = self._judge_time(request)
+            except _Finish as finish:
+                # A remeasure the judge could not finish (out of GPU memory that frozen processes hold, a judge that
+                # died) is no verdict: the lane's figure stands (red team 13). The reference's own failure still
+                # ends it.
+                if kept is None or finish.status is not Status.INFRA_ERROR:
+                    raise
+                log.warning("the reference of %s was not remeasured (%s); the lane's figure stands",
+                            self.problem.key, finish.error)
+                return kept
+            if kept is None or measured.median_us < kept.median_us:
+                self.lane.reference_times[protocol] = kept = measured
         return kept
 
     def _judge_time(self, request: dict) -> TimingStats:
