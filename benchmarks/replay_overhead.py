@@ -80,22 +80,28 @@ class LoadedCase:
 
 def loaded_cases(root: Path, device) -> Iterator[LoadedCase]:
     """Every RL-sized case of rl_problems (`cases("gpu")`), traced under `root` and loaded on `device`."""
-    from sandbox_service.executor import kernels as kernel_module
-    from sandbox_service.executor.replay import Replay
     from sandbox_service.lane import _device_properties
-    from sandbox_service.options import Policy
-    from sandbox_service.worker import harness
 
     properties = _device_properties("cuda", 0)
     for index, case in enumerate(cases("gpu")):
         folder, program = traced(root, case, properties)
-        reference = harness.load_module(folder / "reference.py", f"reference_{index}")
-        candidate = harness.load_module(folder / "candidate.py", f"candidate_{index}")
-        module = kernel_module.load_kernels(program["kernels"], folder, f"kernels_{index}")
-        yield LoadedCase(case, reference, Replay(program["sets"][0], module, {}, device, Policy.STRICT),
-                         harness.build_model(candidate, "ModelNew", [], 42, device),
-                         harness.build_model(reference, "Model", [], 42, device),
-                         harness.trial_inputs(reference, 1, device))
+        yield load_case(case, folder, program, index, device)
+
+
+def load_case(case, folder: Path, program: dict, index: int, device) -> LoadedCase:
+    """A traced case (`traced`) loaded on `device` in this process."""
+    from sandbox_service.executor import kernels as kernel_module
+    from sandbox_service.executor.replay import Replay
+    from sandbox_service.options import Policy
+    from sandbox_service.worker import harness
+
+    reference = harness.load_module(folder / "reference.py", f"reference_{index}")
+    candidate = harness.load_module(folder / "candidate.py", f"candidate_{index}")
+    module = kernel_module.load_kernels(program["kernels"], folder, f"kernels_{index}")
+    return LoadedCase(case, reference, Replay(program["sets"][0], module, {}, device, Policy.STRICT),
+                      harness.build_model(candidate, "ModelNew", [], 42, device),
+                      harness.build_model(reference, "Model", [], 42, device),
+                      harness.trial_inputs(reference, 1, device))
 
 
 def main() -> None:
