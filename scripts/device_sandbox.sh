@@ -9,6 +9,8 @@
 #                                               # .device_carry/datasets and .device_carry/kb_harness), server log kept
 #   bash scripts/device_sandbox.sh judged       # the same comparison with every pair through the harness (about
 #                                               # 420 s; L1/47's process takes 98-114 s) and no sequential rounds: one call
+#   bash scripts/device_sandbox.sh spread       # how far a kernel's timed figure moves: between fresh processes per
+#                                               # protocol, and in the server one evaluation at a time (about 170 s)
 # Several stages run in the order given. The baseline is a `git archive` of another commit carried in
 # .device_carry/base (see benchmarks/RESULTS.md); REPEATS (default 10) sets the throughput run's size.
 set -u
@@ -56,6 +58,12 @@ for stage in "$@"; do
         --baselines .device_carry/datasets/kernelbench_baseline_times --repeats 2 --time-budget 1 \
         --kernelbench-harness .device_carry/kb_harness --harness-budget 500 --harness-timeout 150 \
         --server-log "$OUT/judged_server.log" --out "$OUT/judged.json" > "$OUT/judged.txt" 2>&1
+      ;;
+    spread)
+      python3 benchmarks/experiments/timing_across_processes.py --processes 6 --batches 2 --out "$OUT/across.json" \
+        > "$OUT/spread.txt" 2>&1
+      python3 benchmarks/sandbox_rl_throughput.py --size gpu --backend cuda --workers 16 --phases timed --repeats 4 \
+        --concurrency 1 --out "$OUT/quiet.json" 2>&1 | grep -E "^\[|timed:" >> "$OUT/spread.txt"
       ;;
     *) echo "unknown stage $stage" >&2; exit 2 ;;
   esac
