@@ -96,6 +96,15 @@ def hold_summary(log_text: str) -> dict[str, float]:
             "batch_ms_median": round(statistics.median(batch), 2), "waited_ms_median": round(statistics.median(waited), 2)}
 
 
+def outside_us(result) -> float | None:
+    """What the server's own clock saw per timed run (its timing layer's detail), or None (the in-process design)."""
+    for layer in result.layers:
+        found = re.search(r"server's clock saw ([0-9.]+) us per run", layer.detail) if layer.name == "timing" else None
+        if found:
+            return float(found.group(1))
+    return None
+
+
 def run_batch(client: SandboxClient, items: list, options: EvalOptions, concurrency: int,
               server_pid: int | None = None, server_log: Path | None = None) -> dict[str, Any]:
     pairs = [Pair(c.reference, c.candidate, options) for c in items]
@@ -123,17 +132,15 @@ def run_batch(client: SandboxClient, items: list, options: EvalOptions, concurre
             timed.setdefault(key, []).append(r.candidate_time_us)
             if r.speedup:
                 speedups.setdefault(key, []).append(r.speedup)
-            for l in r.layers:
-                found = re.search(r"server's clock saw ([0-9.]+) us per run", l.detail) if l.name == "timing" else None
-                if found and r.candidate_timing is not None:
-                    outside.setdefault(key, []).append(r.candidate_timing.median_us / max(float(found.group(1)), 1e-9))
+            seen_us = outside_us(r)
+            if seen_us is not None and r.candidate_timing is not None:
+                outside.setdefault(key, []).append(r.candidate_timing.median_us / max(seen_us, 1e-9))
     # Each timed evaluation: candidate, the verdict's time, the executor's median, the server clock's per-run
     # figure (None in the in-process design), the reference's time, the executor's quickest run and its standard
     # deviation (what the spread above is made of).
     each = [[f"{items[i].problem}/{items[i].variant}", r.candidate_time_us,
              r.candidate_timing.median_us if r.candidate_timing else None,
-             next((float(m.group(1)) for l in r.layers if l.name == "timing"
-                   for m in [re.search(r"server's clock saw ([0-9.]+) us per run", l.detail)] if m), None),
+             outside_us(r),
              r.ref_time_us, r.candidate_timing.min_us if r.candidate_timing else None,
              r.candidate_timing.std_us if r.candidate_timing else None]
             for i, r in sorted(results.items()) if r.candidate_time_us]

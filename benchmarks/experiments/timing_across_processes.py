@@ -105,7 +105,7 @@ def main() -> None:
         firsts = [values[0] for values in per_process.values()]
         within = statistics.median(max(v) / min(v) for v in per_process.values())
         summary["kernels"][f"{case} {role} {protocol}"] = {
-            "medians_by_process": [values[0] for values in per_process.values()],
+            "medians_by_process": firsts,
             "between_processes": round(max(firsts) / min(firsts), 3), "within_a_process": round(within, 3)}
     for protocol in PROTOCOLS:
         for role in ("candidate", "reference"):
