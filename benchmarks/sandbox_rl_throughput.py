@@ -120,6 +120,8 @@ def run_batch(client: SandboxClient, items: list, options: EvalOptions, concurre
     for result in results.values():
         statuses[result.status.value] = statuses.get(result.status.value, 0) + 1
     layer = {name: [l.duration_s for r in results.values() for l in r.layers if l.name == name] for name in LAYERS}
+    judge_work = [float(found.group(1)) for r in results.values() for l in r.layers if l.name == "reference_runner"
+                  for found in [re.search(r"reference-runner work ([0-9.]+) s", l.detail)] if found]
     failures = [f"{items[i].problem}/{items[i].variant}: {r.status.value}: {r.error[:300]}"
                 for i, r in sorted(results.items()) if r.status != Status.OK]
     # Per candidate: the time the verdict used, and (new design) what the server's clock saw per run.
@@ -159,6 +161,8 @@ def run_batch(client: SandboxClient, items: list, options: EvalOptions, concurre
         "median_duration_s": round(statistics.median(r.duration_s for r in results.values()), 3),
         "cpu_busy": round((busy1 - busy0) / (total1 - total0), 3) if total1 > total0 else None,
         "median_layer_s": {name: round(statistics.median(v), 4) for name, v in layer.items() if v},
+        # of the reference_runner layer (the evaluation's time in judge calls), what the judges worked
+        "median_judge_work_s": round(statistics.median(judge_work), 4) if judge_work else None,
         # CPU seconds per evaluation by process role (the server's share also shows whether its GIL limits)
         "cpu_s_per_evaluation": {role: round(value / len(items), 3) for role, value in role_cpu.items()
                                  if role != "wall_s"},
@@ -188,7 +192,8 @@ def measure(label: str, server: Server, size: str, repeats: int, phases: list[st
             out[phase] = run_batch(client, items, options, concurrency, server.process.pid, server.dir / "server.log")
             print(f"[{label}] {phase}: {out[phase]['evaluations']} evaluations in {out[phase]['wall_s']} s -> "
                   f"{out[phase]['per_minute']}/min; {out[phase]['statuses']}; CPU busy {out[phase]['cpu_busy']}; "
-                  f"median duration {out[phase]['median_duration_s']} s; layers {out[phase]['median_layer_s']}; "
+                  f"median duration {out[phase]['median_duration_s']} s; layers {out[phase]['median_layer_s']} "
+                  f"(judges' own work {out[phase]['median_judge_work_s']} s); "
                   f"CPU s per evaluation {out[phase]['cpu_s_per_evaluation']}; server process "
                   f"{out[phase]['server_cpu_share']} of a core; GPU held to time {out[phase]['gpu_hold']}", flush=True)
             spreads = list(out[phase]["candidate_spread"].values())

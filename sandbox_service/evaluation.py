@@ -227,7 +227,7 @@ class ProblemRef:
 
 
 class JudgeLink:
-    """This evaluation's conversation with the judge that keeps its task: GPU work under the shared gate,
+    """This evaluation's conversation with the judge that keeps its task: GPU work when no timing holds the gate,
     and a judge restarted by someone else's failure is re-prepared (and must agree with what it said before)."""
 
     def __init__(self, lane: Lane, problem: ProblemRef, options: EvalOptions, cancel: threading.Event | None = None):
@@ -248,9 +248,8 @@ class JudgeLink:
             if gated:
                 with self.lane.gate.shared(), self.service.lock:
                     answer = self.service.request(message, timeout_s)
-            else:
-                with self.service.lock:
-                    answer = self.service.request(message, timeout_s)
+            else:  # the caller holds the GPU and this judge (Lane.gpu_alone)
+                answer = self.service.request(message, timeout_s)
         finally:
             self.wall_s += time.monotonic() - started
         self.service_s += float(answer.get("duration_s", 0.0))
@@ -1295,7 +1294,7 @@ class _Evaluation:
         """One timed batch on new secrets, the GPU held; then, after the hold, its checks (the empty batch measured
         again first when `remeasure_empty` says so: EMPTY_BATCH_REFRESH)."""
         waited = time.monotonic()
-        with self.lane.gate.exclusive(), self.lane.freezer.others_frozen(keep=self.child):
+        with self.lane.gpu_alone(keep=self.child, judge=self.judge.service):
             deadline.extend(time.monotonic() - waited)
             started = time.monotonic()
             # The empty batch (flushes, synchronisations, input generation) depends on the GPU and the task,
@@ -1405,7 +1404,7 @@ class _Evaluation:
     def _time_in_process(self, messages: MessageStream, deadline: Deadline, job: dict) -> None:
         """The in-process design's timing: the candidate process times itself (its report is its word)."""
         waited = time.monotonic()
-        with self.lane.gate.exclusive(), self.lane.freezer.others_frozen(keep=self.child):
+        with self.lane.gpu_alone(keep=self.child, judge=self.judge.service):
             deadline.extend(time.monotonic() - waited)
             started = time.monotonic()
             self._timed_order({"type": "time"}, "timing", messages, deadline, job)

@@ -6,16 +6,17 @@
                               --fork--> judges (long-lived, trusted code only: references, comparisons)
                               --fork--> builder (long-lived, trusted: Triton's C launchers, CUDA only)
 
-Plus the lane's timing gate (timing has the GPU alone; every other untrusted process of the lane is
-frozen meanwhile), its GPU memory budget and the device's free memory (each evaluation waits for both), the
-optional LLM judge and the screen workers that run the format and static layers (verifier/screen_pool.py: the
-server's, shared by its lanes, or the lane's own).
+Plus the lane's timing gate (timing has the GPU alone: every other process of the lane that can reach the GPU,
+the other judges included, is frozen meanwhile), its GPU memory budget and the device's free memory (each
+evaluation waits for both), the optional LLM judge and the screen workers that run the format and static layers
+(verifier/screen_pool.py: the server's, shared by its lanes, or the lane's own).
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import hashlib
 import json
 import logging
@@ -61,7 +62,11 @@ CUDA_CHILD_THREADS = 4
 # file costs about a second per GB; the IPC hand-over costs a round trip of milliseconds).
 # Measured on an H100: for 16 MB outputs IPC was slower than files (the judge maps and unmaps every handle).
 IPC_MIN_BYTES = 256 << 20
-JUDGES_PER_TASK = 2
+# Judges that may keep one task: a GRPO group of one task's candidates queues behind them (on an H100, RL-sized, 30
+# timed runs: 2 gave 654, 4 gave 687 and 8 gave 705 timed evaluations a minute in one job, benchmarks/RESULTS.md);
+# each keeps its own copy of the task's expected outputs, which idle judges give back when memory is wanted.
+JUDGES_PER_TASK = 4
+JUDGES_PER_TASK_ENV = "TRITONRL_JUDGES_PER_TASK"
 CONTEXT_BYTES = 640 << 20
 JUDGE_MEMORY_LIMIT_MB = 96 * 1024
 # How long an evaluation waits for the GPU to have its memory free (FreeMemory) before it ends infra_error: a
@@ -142,9 +147,8 @@ class Lane:
         self._candidate_spec = ChildSpec(CANDIDATE, config.backend, config.gpu, config.work_root, cpu_threads=threads)
         self._trusted_builds = config.work_root / "trusted-builds"
         self.judges = [
-            ServiceProcess(f"judge {i}", lambda: self.zygote.spawn(ChildSpec(JUDGE, config.backend, config.gpu,
-                                                                             config.work_root, cpu_threads=threads)),
-                           memory_limit_mb=JUDGE_MEMORY_LIMIT_MB)
+            ServiceProcess(f"judge {i}", functools.partial(self._spawn_judge, i, threads),
+                           memory_limit_mb=JUDGE_MEMORY_LIMIT_MB, paused=self.freezer.frozen_seconds)
             for i in range(max(1, config.judges))
         ]
         self.builder = None
@@ -210,6 +214,27 @@ class Lane:
                               screens=screens))
 
     # -- processes -----------------------------------------------------------------------------
+    def _spawn_judge(self, index: int, threads: int) -> Child:
+        """Judge `index`'s process, frozen like the untrusted ones while an evaluation that is not its own is timed
+        (gpu_alone)."""
+        config = self.config
+        child = self.zygote.spawn(ChildSpec(JUDGE, config.backend, config.gpu, config.work_root, cpu_threads=threads),
+                                  on_close=self.freezer.unregister)
+        self.freezer.register(child, owner=self.judges[index])
+        return child
+
+    @contextlib.contextmanager
+    def gpu_alone(self, keep: Child | None, judge: ServiceProcess | None = None) -> Iterator[None]:
+        """The GPU to `keep` and `judge` alone, for a timing: other timings wait, no judge's turn starts, and every
+        other process of the lane that can reach the GPU (untrusted processes, the other judges, a turn in flight
+        included) is frozen. `judge`'s lock is held throughout, so that it works for the timing only (the caller
+        asks it with `JudgeLink`'s ungated calls); it is taken before the gate, so that the wait for its turn in
+        flight, if any, keeps no other judge's turn out (on an H100 the gate was held or waited for most of
+        the wall, 30 ms of waiting a timing for a 15 ms hold, when it was taken after)."""
+        with (judge.lock if judge is not None else contextlib.nullcontext()), self.gate.exclusive(), \
+                self.freezer.others_frozen(keep=keep, keep_owner=judge):
+            yield
+
     def spawn(self, role: str) -> Child:
         """A fresh jailed process (candidate, tracer, executor, validator or inductor), frozen whenever another
         one is timed: from the fork on, or, for a CUDA executor, once it has made its CUDA context (driver work
@@ -308,8 +333,9 @@ class Lane:
         while the others idle. Each keeps its own cache of the task."""
         digest = int(hashlib.sha256(key.encode()).hexdigest()[:8], 16)
         count = len(self.judges)
+        per_task = int(os.environ.get(JUDGES_PER_TASK_ENV) or JUDGES_PER_TASK)
         chosen = [self.judges[(digest + i * (1 + digest % max(1, count - 1))) % count]
-                  for i in range(min(JUDGES_PER_TASK, count))]
+                  for i in range(min(per_task, count))]
         return next((judge for judge in chosen if not judge.lock.locked()), chosen[0])
 
     def build(self, request: dict) -> dict:

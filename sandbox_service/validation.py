@@ -143,7 +143,7 @@ def _item_messages(child, messages: MessageStream, hold, options: ValidateOption
             result.status, result.reason = ValidationStatus.INVALID, "does not load: " + truncate(message["error"], 1500)
         elif kind == "ready_to_time":
             waiting = time.monotonic()
-            with lane.gate.exclusive(), lane.freezer.others_frozen(keep=child):
+            with lane.gpu_alone(keep=child):
                 deadline.extend(time.monotonic() - waiting)  # waiting for the GPU is not the reference's time
                 child.send({"type": "time"})
                 try:

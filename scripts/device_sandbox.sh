@@ -12,7 +12,8 @@
 #   bash scripts/device_sandbox.sh spread       # how far a kernel's timed figure moves: between fresh processes per
 #                                               # protocol, and in the server one evaluation at a time (about 170 s)
 # Several stages run in the order given. The baseline is a `git archive` of another commit carried in
-# .device_carry/base (see benchmarks/RESULTS.md); REPEATS (default 10) sets the throughput run's size.
+# .device_carry/base (see benchmarks/RESULTS.md); REPEATS (default 10) sets the throughput run's size and
+# TIMING_RUNS (default 100, KernelBench's; the GRPO configurations time 30) its timed runs per evaluation.
 set -u
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 source "$ROOT/scripts/device_setup.sh"
@@ -36,7 +37,8 @@ for stage in "$@"; do
       base=()
       [[ -d .device_carry/base ]] && base=(--baseline-root .device_carry/base)
       python3 benchmarks/sandbox_rl_throughput.py --size gpu --backend cuda --workers 16 \
-        --repeats "${REPEATS:-10}" "${base[@]}" --out "$OUT/throughput.json" > "$OUT/throughput.txt" 2>&1
+        --repeats "${REPEATS:-10}" --timing-runs "${TIMING_RUNS:-100}" "${base[@]}" --out "$OUT/throughput.json" \
+        > "$OUT/throughput.txt" 2>&1
       ;;
     profile)
       python3 benchmarks/sandbox_rl_throughput.py --size gpu --backend cuda --workers 16 --repeats 3 \

@@ -4,8 +4,9 @@ In the sandbox the same RL-sized kernel, timed one evaluation at a time on a qui
 (each evaluation in whichever executor process was ready; benchmarks/RESULTS.md, eighth session), while two
 batches in one process agreed within about 10%. This runs `--processes` fresh processes one after another; each
 traces and loads one candidate of each RL-sized problem, replays it as the executor does (fresh inputs every run)
-and times it `--batches` times with KernelBench's synchronised runs and with runs queued behind a 250 us lead
-(timing.time_cuda's `lead_us`), interleaved, and the reference the same two ways. Per protocol and kernel: the
+and times it `--batches` times with KernelBench's synchronised runs (free to run on any CPU, and with the timing
+thread pinned to one CPU for the batch) and with runs queued behind a 250 us lead (timing.time_cuda's
+`lead_us`), interleaved, and the reference the same two ways. Per protocol and kernel: the
 spread between processes (largest / smallest of the processes' medians) against the spread within a process.
 
     python benchmarks/experiments/timing_across_processes.py [--processes 8] [--batches 2] [--out across.json]
@@ -16,6 +17,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -27,7 +29,8 @@ for path in (REPO_ROOT, REPO_ROOT / "benchmarks"):
     if str(path) not in sys.path:
         sys.path.insert(0, str(path))
 
-PROTOCOLS = {"sync": None, "lead250": 250.0}
+# protocol -> (timing.time_cuda's lead_us, the CPU the timing thread is pinned to for the batch)
+PROTOCOLS = {"sync": (None, None), "sync_pinned": (None, 2), "lead250": (250.0, None)}
 VARIANTS_PER_PROBLEM = 4  # every fourth of rl_problems.cases("gpu"): one candidate of each of its five problems
 
 
@@ -56,8 +59,8 @@ def child(root: Path, batches: int) -> None:
         folder = root / f"{case.problem}_{case.variant}"
         loaded = load_case(case, folder, json.loads((folder / "program.json").read_text()), index, device)
         timed = {"candidate": loaded.replay.run, "reference": lambda x, m=loaded.ref_model: m(*x)}
-        for b, (protocol, lead_us), (role, fn) in itertools.product(range(batches), PROTOCOLS.items(),
-                                                                     timed.items()):
+        for b, (protocol, (lead_us, pin)), (role, fn) in itertools.product(range(batches), PROTOCOLS.items(),
+                                                                            timed.items()):
             made = runner.timing_inputs({"timing_runs": 100, "trial_key": "k" * 32}, loaded.reference,
                                         1000 * b + 7, device)
             current: dict = {}
@@ -66,8 +69,14 @@ def child(root: Path, batches: int) -> None:
                 current.pop("x", None)
                 current["x"] = made(i)
 
-            stats = timing.time_cuda(lambda: fn(current["x"]), warmup=3, runs=100, method=timing.CUDA_EVENTS,
-                                     before_run=before, lead_us=lead_us)
+            allowed = os.sched_getaffinity(0)
+            if pin is not None:
+                os.sched_setaffinity(0, {pin})
+            try:
+                stats = timing.time_cuda(lambda: fn(current["x"]), warmup=3, runs=100, method=timing.CUDA_EVENTS,
+                                         before_run=before, lead_us=lead_us)
+            finally:
+                os.sched_setaffinity(0, allowed)
             print(json.dumps({"case": f"{loaded.case.problem}/{loaded.case.variant}", "role": role,
                               "protocol": protocol, "batch": b, "median_us": round(stats.median_us, 2),
                               "min_us": round(stats.min_us, 2)}), flush=True)

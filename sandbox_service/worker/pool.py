@@ -217,44 +217,58 @@ class CandidatePool:
 
 
 class Freezer:
-    """The lane's untrusted processes; all but one are frozen (SIGSTOP) while that one is timed.
+    """The lane's processes that share its GPU; all but the timed evaluation's are frozen (SIGSTOP) while it is timed.
 
     Freezing is what makes "timing takes the GPU alone" hold against code that ignores the rules: a
-    stopped process cannot launch GPU work. Time spent frozen is added to each evaluation's deadline.
+    stopped process cannot launch GPU work. The untrusted processes are registered alone; a trusted service's
+    (a judge's) with the service as its `owner`, so that the timed evaluation keeps its own judge running
+    whichever process serves it (one started during the hold included). Time spent frozen is added to each
+    evaluation's deadline and to the wait for a frozen judge's answer.
     """
 
     def __init__(self):
         self._lock = threading.Lock()
-        self._children: set[Child] = set()
+        self._children: dict[Child, object] = {}  # child -> its owner (None: an untrusted process)
         self._frozen = False
+        self._kept: tuple[object, ...] = ()
+        self._stopped: list[Child] = []  # what this hold froze, each thawed once at its end
         self._frozen_since = 0.0
         self._frozen_total = 0.0
 
-    def register(self, child: Child) -> None:
+    def register(self, child: Child, owner: object = None) -> None:
         with self._lock:
-            self._children.add(child)
-            if self._frozen:
+            self._children[child] = owner
+            if self._frozen and not self._is_kept(child, owner):
                 child.freeze()
+                self._stopped.append(child)
 
     def unregister(self, child: Child) -> None:
         with self._lock:
-            self._children.discard(child)
+            self._children.pop(child, None)
+
+    def _is_kept(self, child: Child, owner: object) -> bool:
+        return any(kept is child or (owner is not None and kept is owner) for kept in self._kept)
 
     @contextlib.contextmanager
-    def others_frozen(self, keep: Child | None) -> Iterator[None]:
+    def others_frozen(self, keep: Child | None, keep_owner: object = None) -> Iterator[None]:
+        """Everything registered frozen but `keep` and the processes of `keep_owner`."""
         with self._lock:
             self._frozen = True
+            self._kept = tuple(kept for kept in (keep, keep_owner) if kept is not None)
             self._frozen_since = time.monotonic()
-            for child in self._children:
-                if child is not keep:
+            for child, owner in self._children.items():
+                if not self._is_kept(child, owner):
                     child.freeze()
+                    self._stopped.append(child)
         try:
             yield
         finally:
             with self._lock:
                 self._frozen = False
+                self._kept = ()
                 self._frozen_total += time.monotonic() - self._frozen_since
-                for child in self._children:
+                stopped, self._stopped = self._stopped, []
+                for child in stopped:
                     child.thaw()
 
     def frozen_seconds(self) -> float:
@@ -264,51 +278,51 @@ class Freezer:
 
 
 class TimingGate:
-    """Per-GPU reader/writer lock: the judge's GPU work shares the GPU, a timing phase has it alone.
+    """Per-GPU gate between the judges' turns and timing: a turn starts only while no timing holds or waits for
+    the GPU, and timings hold it one at a time (writers first, so timing is not starved under load).
 
-    Writers (timing) take precedence over new readers, so timing is not starved under load.
+    A timing does not wait for the turns already in flight: their judges are frozen for the hold instead
+    (Lane.gpu_alone). Waiting for them to finish, with every new turn kept out meanwhile, idled the lane's
+    judges for most of each timed evaluation on an H100 (58 ms of waiting for an 11 ms hold, the judges' work of
+    a timed evaluation 3x an untimed one's: benchmarks/RESULTS.md). Housekeeping (`shared_if_free`: the judges
+    giving back memory, which the driver clears on the GPU) is waited for: a process frozen in the middle of a
+    free leaves that work running through the hold (red team 12).
     """
 
     def __init__(self):
         self._cond = threading.Condition()
-        self._readers = 0
         self._writer = False
         self._writers_waiting = 0
+        self._housekeeping = 0
 
     @contextlib.contextmanager
     def shared(self) -> Iterator[None]:
         with self._cond:
             while self._writer or self._writers_waiting:
                 self._cond.wait()
-            self._readers += 1
-        try:
-            yield
-        finally:
-            with self._cond:
-                self._readers -= 1
-                self._cond.notify_all()
+        yield
 
     @contextlib.contextmanager
     def shared_if_free(self) -> Iterator[bool]:
-        """The shared side if no timing holds or waits for the GPU now, without waiting: yields whether it was
-        entered (for housekeeping that may be put off, Lane.relieve_memory)."""
+        """Whether no timing holds or waits for the GPU now, without waiting (for housekeeping that may be put
+        off, Lane.relieve_memory)."""
         with self._cond:
-            entered = not (self._writer or self._writers_waiting)
-            if entered:
-                self._readers += 1
+            free = not (self._writer or self._writers_waiting)
+            if free:
+                self._housekeeping += 1
         try:
-            yield entered
+            yield free
         finally:
-            if entered:
+            if free:
                 with self._cond:
-                    self._readers -= 1
+                    self._housekeeping -= 1
                     self._cond.notify_all()
 
     @contextlib.contextmanager
     def exclusive(self) -> Iterator[None]:
         with self._cond:
             self._writers_waiting += 1
-            while self._writer or self._readers:
+            while self._writer or self._housekeeping:
                 self._cond.wait()
             self._writers_waiting -= 1
             self._writer = True

@@ -214,6 +214,7 @@ class Child:
         self._killed = False
         self._closed = False
         self._lock = threading.Lock()
+        self._stops = 0  # freezes not yet thawed: it runs again only when every one of them is
 
     # -- output and memory ---------------------------------------------------------------------
     def output(self, wait_s: float = 0.0) -> str:
@@ -288,11 +289,21 @@ class Child:
                 continue
 
     def freeze(self) -> None:
-        """SIGSTOP the whole group: it can launch no GPU work while another evaluation is timed."""
-        self._signal(signal.SIGSTOP)
+        """SIGSTOP the whole group: it can launch no GPU work while another evaluation is timed. Freezes nest (a
+        timing hold and the judge's read of its IPC outputs may overlap): each is ended by its own `thaw`, and the
+        group runs again only after the last."""
+        with self._lock:
+            self._stops += 1
+            if self._stops == 1:
+                self._signal(signal.SIGSTOP)
 
     def thaw(self) -> None:
-        self._signal(signal.SIGCONT)
+        with self._lock:
+            if self._stops == 0:
+                raise RuntimeError("thaw() without a freeze()")
+            self._stops -= 1
+            if self._stops == 0:
+                self._signal(signal.SIGCONT)
 
     def kill(self, wait: bool = True) -> None:
         """SIGKILL the process group; with `wait`, until the template reports the exit (at most 10 s)."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import logging
 import threading
+import time
 from collections.abc import Callable
 
 from sandbox_service.worker.process import Child
@@ -31,8 +32,12 @@ class ServiceFailure(Exception):
 
 
 class ServiceProcess:
-    def __init__(self, name: str, spawn: Callable[[], Child], memory_limit_mb: int | None = None):
+    def __init__(self, name: str, spawn: Callable[[], Child], memory_limit_mb: int | None = None,
+                 paused: Callable[[], float] | None = None):
+        """`paused`: a clock that runs only while this process may be frozen (pool.Freezer.frozen_seconds); a
+        request's time limit is extended by what it ran while the request waited."""
         self.name = name
+        self._paused = paused
         self._spawn = spawn
         self._memory_limit_mb = memory_limit_mb
         self._child: Child | None = None
@@ -86,7 +91,7 @@ class ServiceProcess:
         request_id = next(self._ids)
         child = self._send({**message, "type": "request", "id": request_id})
         try:
-            answer = child.receive(timeout=timeout_s)
+            answer = self._receive(child, timeout_s)
         except TimeoutError:
             self._discard()
             raise ServiceFailure(f"the {self.name} did not answer within {timeout_s:.0f} s", timed_out=True) from None
@@ -97,6 +102,22 @@ class ServiceProcess:
             self._discard()
             raise ServiceFailure(f"the {self.name} answered out of turn")
         return answer
+
+    def _receive(self, child: Child, timeout_s: float) -> dict:
+        """The answer within `timeout_s` of the process's own time: time it spent frozen meanwhile is added (a
+        partly read answer stays in the channel's buffer between waits)."""
+        started = time.monotonic()
+        paused_at = self._paused() if self._paused else 0.0
+        while True:
+            frozen = self._paused() - paused_at if self._paused else 0.0
+            remaining = started + timeout_s + frozen - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError(f"no answer within {timeout_s:.0f} s")
+            try:
+                return child.receive(timeout=remaining)
+            except TimeoutError:
+                if self._paused is None:
+                    raise
 
     def request_if_idle(self, message: dict, timeout_s: float) -> dict | None:
         """`request` to a running process nobody is using now; None when it is busy or not running (it is never

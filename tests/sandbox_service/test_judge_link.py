@@ -90,17 +90,23 @@ def _timed(median_us: float) -> dict:
                                        "min_us": median_us, "max_us": median_us, "runs": 100}}
 
 
+def _reference_time(link: JudgeLink, fresh_inputs: bool = True) -> float:
+    """As a timing asks it: with the GPU and the judge held (Lane.gpu_alone)."""
+    with link.service.lock:
+        return link.time_reference("cuda_events", fresh_inputs=fresh_inputs).median_us
+
+
 def test_every_judge_of_a_task_gives_the_lane_s_reference_time(monkeypatch):
     monkeypatch.setattr(evaluation, "REFERENCE_REFRESH", 0.0)
     lane = types.SimpleNamespace(gate=TimingGate(), reference_times={})
     first, _, first_judge = _link([_timed(52.0), _timed(60.0)], lane)
     second, _, second_judge = _link([_timed(30.0)], lane)
-    assert first.time_reference("cuda_events", fresh_inputs=True).median_us == 52.0
-    assert second.time_reference("cuda_events", fresh_inputs=True).median_us == 52.0
+    assert _reference_time(first, True) == 52.0
+    assert _reference_time(second, True) == 52.0
     assert [r["remeasure"] for r in first_judge.requests] == [False, True] and not second_judge.requests
     # another protocol is another figure
     third, _, third_judge = _link([_timed(41.0), _timed(40.0)], lane)
-    assert third.time_reference("cuda_events", fresh_inputs=False).median_us == 40.0
+    assert _reference_time(third, False) == 40.0
 
 
 def test_a_first_figure_is_measured_twice_and_the_quicker_kept(monkeypatch):
@@ -108,7 +114,7 @@ def test_a_first_figure_is_measured_twice_and_the_quicker_kept(monkeypatch):
     monkeypatch.setattr(evaluation, "REFERENCE_REFRESH", 0.0)
     lane = types.SimpleNamespace(gate=TimingGate(), reference_times={})
     link, _, judge = _link([_timed(90.0), _timed(31.0)], lane)
-    assert link.time_reference("cuda_events", fresh_inputs=True).median_us == 31.0
+    assert _reference_time(link, True) == 31.0
     assert len(judge.requests) == 2
 
 
@@ -118,6 +124,6 @@ def test_a_remeasured_reference_keeps_the_quicker_figure(monkeypatch):
     figures = []
     for median_us in (52.0, 30.0, 60.0):
         link, _, judge = _link([_timed(median_us)] * 2, lane)
-        figures.append(link.time_reference("cuda_events", fresh_inputs=True).median_us)
+        figures.append(_reference_time(link, True))
     assert figures == [52.0, 30.0, 30.0]
     assert judge.requests[0]["remeasure"] is True

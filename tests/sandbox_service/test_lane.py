@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 import time
 
 from sandbox_cases import CORRECT, FAST, INCORRECT, REFERENCE
@@ -61,6 +62,53 @@ def test_tracers_are_frozen_while_another_evaluation_is_timed(cpu_lane):
         assert _state(tracer.pid) != "T"
     finally:
         tracer.close()
+
+
+def test_a_process_frozen_for_a_read_stays_frozen_when_a_timing_hold_ends(cpu_lane):
+    """Freezes nest: the judge may still be reading a process's IPC outputs (it is frozen so that it cannot change
+    them meanwhile) when another evaluation's hold, which froze it too, ends."""
+    child = cpu_lane.candidates.acquire()
+    try:
+        child.freeze()  # as evaluation._compare does for an IPC hand-over
+        with cpu_lane.freezer.others_frozen(keep=None):
+            pass
+        time.sleep(0.1)
+        assert _state(child.pid) == "T"
+        child.thaw()
+        assert _state(child.pid) != "T"
+    finally:
+        child.close()
+
+
+def test_a_timing_freezes_every_judge_but_its_own(cpu_lane):
+    """A timing does not wait for other judges' turns to end (Lane.gpu_alone): they are frozen instead. The timed
+    evaluation's own judge runs, and answers it, throughout."""
+    judge = cpu_lane.judges[0]
+    _judge_stats(cpu_lane)  # started
+    with cpu_lane.gpu_alone(keep=None):
+        assert _state(judge._child.pid) == "T"
+    with cpu_lane.gpu_alone(keep=None, judge=judge):
+        assert judge.request({"op": "stats"}, 5)["type"] == "stats"
+
+
+def test_a_judge_frozen_mid_request_answers_after_the_hold_within_its_own_time(cpu_lane):
+    """A request that waits on a frozen judge is not timed out for the time the judge was frozen (nor the judge
+    killed for it): the request's limit runs only while the judge can run."""
+    judge = cpu_lane.judges[0]
+    _judge_stats(cpu_lane)
+    generation, answers = judge.generation, []
+    with cpu_lane.gpu_alone(keep=None):
+        asking = threading.Thread(target=lambda: answers.append(_judge_stats_within(judge, 0.5)))
+        asking.start()
+        time.sleep(1.5)  # three times the request's limit, frozen
+    asking.join(10)
+    assert answers and answers[0]["type"] == "stats"
+    assert judge.generation == generation
+
+
+def _judge_stats_within(judge, timeout_s: float) -> dict:
+    with judge.lock:
+        return judge.request({"op": "stats"}, timeout_s)
 
 
 def _state(pid: int) -> str:

@@ -29,10 +29,9 @@ REFERENCE_US = 400.0
 
 
 def stand_in_lane() -> types.SimpleNamespace:
-    """What `_Evaluation._time` uses of a lane: the empty batches' cache, the gate, the freezer."""
-    return types.SimpleNamespace(
-        empty_batch_s={}, gate=types.SimpleNamespace(exclusive=contextlib.nullcontext),
-        freezer=types.SimpleNamespace(others_frozen=lambda keep=None: contextlib.nullcontext()))
+    """What `_Evaluation._time` uses of a lane: the empty batches' cache and the GPU held alone."""
+    return types.SimpleNamespace(empty_batch_s={}, backend="cuda",
+                                 gpu_alone=lambda keep=None, judge=None: contextlib.nullcontext())
 
 
 def time_with(batches: list[tuple[float, float]], empty_extra_us: list[float] | None = None,
@@ -49,7 +48,7 @@ def time_with(batches: list[tuple[float, float]], empty_extra_us: list[float] | 
     evaluation = types.SimpleNamespace(
         lane=lane, options=options, child=None, result=EvalResult(Status.INFRA_ERROR), seen={},
         problem=types.SimpleNamespace(key="task"), timing_checks=EXPECTED_TIMING_CHECKS, remeasure_empty=False,
-        judge=types.SimpleNamespace(prepared={"output_bytes": 1 << 20},
+        judge=types.SimpleNamespace(prepared={"output_bytes": 1 << 20}, service=None,
                                     time_reference=lambda method, fresh_inputs: reference))
 
     def timed_order(order, answer, messages, deadline, job):

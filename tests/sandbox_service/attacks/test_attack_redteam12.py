@@ -159,8 +159,9 @@ def test_the_judges_are_not_trimmed_while_an_evaluation_is_timed(cpu_lane, monke
 
 
 def test_a_timing_waits_for_a_trim_already_running_and_none_starts_while_it_waits():
-    # The other half of the trim fix: a hold that begins while judges are being trimmed waits for them (they hold
-    # the shared side), and a trim asked for while a timing waits for the gate is put off.
+    # The other half of the trim fix: a hold that begins while judges are being trimmed waits for them (housekeeping
+    # is waited for, unlike a judge's turn, whose judge is frozen instead), and a trim asked for while a timing waits
+    # for the gate is put off.
     from sandbox_service.worker.pool import TimingGate
 
     gate = TimingGate()

@@ -64,7 +64,7 @@ import pytest
 import torch
 
 from sandbox_service.executor import runner
-from timing_support import time_on_the_cpu
+from timing_support import stand_in_lane, time_on_the_cpu
 
 # -- the executor's timing batch ------------------------------------------------------------------------------------
 
@@ -160,7 +160,7 @@ def _timed_evaluation(lane, timing_runs: int):
     evaluation = types.SimpleNamespace(
         lane=lane, options=options, child=None, result=EvalResult(Status.INFRA_ERROR), seen={},
         problem=types.SimpleNamespace(key="one-task"), timing_checks=EXPECTED_TIMING_CHECKS, remeasure_empty=False,
-        judge=types.SimpleNamespace(prepared={"output_bytes": 1 << 20},
+        judge=types.SimpleNamespace(prepared={"output_bytes": 1 << 20}, service=None,
                                     time_reference=lambda method, fresh_inputs=False: TimingStats(500.0, 500.0, 0.0, 500.0, 500.0, 100)),
     )
 
@@ -178,14 +178,6 @@ def _timed_evaluation(lane, timing_runs: int):
     return evaluation.result
 
 
-class _Lane:
-    def __init__(self):
-        import contextlib
-
-        self.empty_batch_s: dict = {}
-        self.gate = types.SimpleNamespace(exclusive=contextlib.nullcontext)
-        self.freezer = types.SimpleNamespace(others_frozen=lambda keep=None: contextlib.nullcontext())
-        self.backend = "cuda"
 
 
 # FINDING empty-batch-shared-across-timing-options
@@ -195,11 +187,11 @@ def test_an_evaluation_s_outside_floor_uses_an_empty_batch_of_its_own_length():
     OUTSIDE_FLOOR of that, as it does on a lane that calibrated with 100 runs."""
     from sandbox_service.evaluation import OUTSIDE_FLOOR
 
-    fresh = _timed_evaluation(_Lane(), 100)
+    fresh = _timed_evaluation(stand_in_lane(), 100)
     expected_floor_us = OUTSIDE_FLOOR * KERNEL_S * 1e6
     assert fresh.candidate_time_us == pytest.approx(expected_floor_us, rel=0.01)  # the floor as designed
 
-    lane = _Lane()
+    lane = stand_in_lane()
     _timed_evaluation(lane, 1000)  # calibrates the lane's empty batch for this task with 1003 calls
     later = _timed_evaluation(lane, 100)
     assert later.candidate_time_us >= 0.9 * expected_floor_us, (

@@ -18,25 +18,16 @@ from sandbox_service.options import EvalOptions
 from sandbox_service.results import EvalResult, Status
 
 
-class _Gate:
-    @contextlib.contextmanager
-    def exclusive(self):
-        yield
-
-
-class _Freezer:
-    @contextlib.contextmanager
-    def others_frozen(self, keep=None):
-        yield
-
-
 class _Lane:
     backend = "cuda"
-    gate, freezer = _Gate(), _Freezer()
 
     def __init__(self, built: Path):
         self.built = built
         self.empty_batch_s = {}  # no task's empty batch measured yet: the first timed order is the calibration
+
+    @contextlib.contextmanager
+    def gpu_alone(self, keep=None, judge=None):
+        yield
 
     def build(self, message):
         return {"type": "built", "path": str(self.built), "key": "k", "sha256": "0" * 64}
@@ -85,7 +76,7 @@ def _evaluation(tmp_path: Path) -> _Evaluation:
     evaluation.builds = {"build_request": 0, "ptxas_request": 0}
     evaluation.build_s = 0.0
     evaluation.problem = SimpleNamespace(key="task")
-    evaluation.judge = SimpleNamespace(prepared={"output_bytes": 4096})  # the task's output size (the empty batch's copy)
+    evaluation.judge = SimpleNamespace(prepared={"output_bytes": 4096}, service=None)  # the task's output size (the empty batch's copy)
     evaluation.timing_checks = 1
     evaluation.remeasure_empty = False
     return evaluation

@@ -1,6 +1,6 @@
-"""The timing gate (pool.TimingGate): judges share the GPU, a timing has it alone, and a timing never waits for
-judge calls that came after it (writers first: a fairer gate, which let a judge call in after each timing, was
-measured slower on an H100: timed evaluations then held their executors longer while they waited)."""
+"""The timing gate (pool.TimingGate): timings hold it one at a time, a judge's turn starts only while no timing
+holds or waits for it (writers first: a fairer gate, which let a judge call in after each timing, was measured
+slower on an H100), and a timing does not wait for the turns in flight (Lane.gpu_alone freezes their judges)."""
 
 from __future__ import annotations
 
@@ -42,36 +42,34 @@ def _waiting(gate: TimingGate, writers: int) -> bool:
     return gate._writers_waiting == writers
 
 
-def test_readers_share_and_a_writer_waits_for_them():
+def test_turns_share_the_gate_and_a_timing_does_not_wait_for_them():
     gate, log = TimingGate(), []
     first, second = _Holder(gate, False, log, "r1"), _Holder(gate, False, log, "r2")
     _until(lambda: first.inside.is_set() and second.inside.is_set())
     writer = _Holder(gate, True, log, "w")
-    _until(lambda: _waiting(gate, writers=1))
-    first.leave()
-    assert not writer.inside.wait(0.1)
-    second.leave()
     assert writer.inside.wait(5)
-    writer.leave()
+    for holder in (writer, first, second):
+        holder.leave()
 
 
-def test_a_reader_that_comes_after_a_waiting_writer_goes_after_it():
+def test_timings_hold_the_gate_one_at_a_time_and_turns_wait_for_every_one():
     gate, log = TimingGate(), []
-    reader = _Holder(gate, False, log, "r1")
-    _until(reader.inside.is_set)
-    writer = _Holder(gate, True, log, "w")
+    first = _Holder(gate, True, log, "w1")
+    _until(first.inside.is_set)
+    second = _Holder(gate, True, log, "w2")
     _until(lambda: _waiting(gate, writers=1))
-    late = _Holder(gate, False, log, "r2")
-    assert not late.inside.wait(0.1)
-    reader.leave()
-    _until(writer.inside.is_set)
-    assert not late.inside.wait(0.1)
-    writer.leave()
-    late.leave()
-    assert log == ["r1", "w", "r2"]
+    turn = _Holder(gate, False, log, "r")
+    assert not second.inside.wait(0.1) and not turn.inside.wait(0.1)
+    first.leave()
+    _until(second.inside.is_set)
+    assert not turn.inside.wait(0.1)
+    second.leave()
+    assert turn.inside.wait(5)
+    turn.leave()
+    assert log == ["w1", "w2", "r"]
 
 
-def test_no_reader_and_writer_are_ever_in_together():
+def test_no_two_timings_ever_overlap_among_turns():
     gate = TimingGate()
     inside = {"readers": 0, "writers": 0}
     lock, overlaps = threading.Lock(), []
@@ -81,7 +79,7 @@ def test_no_reader_and_writer_are_ever_in_together():
             with (gate.exclusive() if exclusive else gate.shared()):
                 with lock:
                     inside["writers" if exclusive else "readers"] += 1
-                    if inside["writers"] > 1 or (inside["writers"] and inside["readers"]):
+                    if inside["writers"] > 1:
                         overlaps.append(dict(inside))
                 time.sleep(0.0001)
                 with lock:
