@@ -95,6 +95,13 @@ REFERENCE_FIRST_TIMINGS = 2
 EXPECTED_TIMING_CHECKS = 5
 MAX_TIMING_CHECKS = schema.MAX_TIMING_CHECKS
 EXECUTOR_TIMING_METHOD = "cuda_events"  # timing.CUDA_EVENTS: the executor's protocol (executor/runner.py)
+# A GPU spin between each timed run's synchronisation and its start event (timing.time_cuda's lead_us), for the
+# executor's candidate and the judge's reference alike; unset: KernelBench's synchronised runs.
+TIMING_LEAD_ENV = "TRITONRL_TIMING_LEAD_US"
+
+
+def timing_lead_us() -> float | None:
+    return float(os.environ.get(TIMING_LEAD_ENV) or 0) or None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -399,13 +406,15 @@ class JudgeLink:
         """The reference's time (the lane's, per task and protocol: REFERENCE_REFRESH), asked with the GPU held;
         `fresh_inputs`: on new inputs for every run, as the executor times candidates (the same inputs every run
         made the reference about 1.2x faster than that protocol would on an H100: benchmarks/replay_overhead.py)."""
-        protocol = (self.problem.key, method, self.options.warmup_runs, self.options.timing_runs, fresh_inputs)
+        lead_us = timing_lead_us() if fresh_inputs else None  # the executor design's protocol
+        protocol = (self.problem.key, method, self.options.warmup_runs, self.options.timing_runs, fresh_inputs, lead_us)
         kept = self.lane.reference_times.get(protocol)
         if kept is not None and secrets.SystemRandom().random() >= REFERENCE_REFRESH:
             return kept
         for _ in range(1 if kept is not None else REFERENCE_FIRST_TIMINGS):
             request = {"op": "time", "key": self.problem.key, "method": method, "warmup": self.options.warmup_runs,
-                       "runs": self.options.timing_runs, "fresh_inputs": fresh_inputs, "remeasure": kept is not None}
+                       "runs": self.options.timing_runs, "fresh_inputs": fresh_inputs, "remeasure": kept is not None,
+                       "lead_us": lead_us}
             try:
                 measured = self._judge_time(request)
             except _Finish as finish:
@@ -959,7 +968,7 @@ class _Evaluation:
         max_checks = MAX_TIMING_CHECKS if self.timing_checks else 0
         job = {**self._job(), "program": program, "folder": str(self.folder),
                "constants_path": str(self.folder / CONSTANTS_FILE), "trial_key": self.lane.trial_key,
-               "trial_seeds": self.trial_seeds, "max_timing_checks": max_checks,
+               "trial_seeds": self.trial_seeds, "max_timing_checks": max_checks, "timing_lead_us": timing_lead_us(),
                "memory_cap_bytes": EXECUTOR_MEMORY_FACTOR * self.estimate}
         check = schema.Schema(len(self.problem.input_sets) + 1, self.options.trials, self.outputs_dir,
                               self.ipc_min_bytes, timing_checks=max_checks).check

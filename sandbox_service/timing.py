@@ -3,13 +3,13 @@
 Both the reference and the candidate are timed here, by the same function, while the evaluation holds its GPU
 alone. Two methods:
 - cuda_events: events recorded on the current stream around the call, the device synchronised before each run
-  (KernelBench's protocol: the host's launch latency is timed too). `lead_us` queues the runs instead, with no
-  synchronisation between them, and gives the GPU a spin of that length before each start event, so that the
-  call's kernels are queued when the GPU reaches it: the figure is then the GPU's work alone (benchmarks/
-  RESULTS.md, the timing protocols: the same kernel's figure moved 1% between batches instead of 10%, and for
-  RL-sized kernels it was a third of the synchronised one). Not the default: the server checks the executor's
-  figure against its own clock around the batch (evaluation._time), which only measures GPU work while the
-  batch is bound by the GPU, and a loaded server's host took longer per run than a 250 us lead.
+  (KernelBench's protocol: the host's launch latency is timed too, and for RL-sized kernels that is most of the
+  figure and moves 1.6-1.8x between processes: benchmarks/RESULTS.md). `lead_us` keeps the synchronisation
+  but gives the GPU a spin of that length after it, before the start event, so that the call's kernels are
+  queued by the time the GPU reaches the start: the figure is then the GPU's work alone, as long as the host
+  queues the call within the lead. A run where it did not (the start event already reached when the call's
+  launches return) is listed in `starved`: its figure includes the host's launch time, as the synchronised
+  protocol's always does.
 - device_sync: a host clock around the call followed by a device-wide synchronize, which counts work
   on every stream. It is used whenever the candidate launched kernels on any stream other than the
   current one, so that side-stream work cannot escape the timer.
@@ -56,14 +56,15 @@ def summarize(times_ms: list[float], method: str) -> TimingStats:
 
 
 def time_cuda(fn: Callable[[], object], *, warmup: int, runs: int, method: str,
-              before_run: Callable[[int], object] | None = None, lead_us: float | None = None) -> TimingStats:
+              before_run: Callable[[int], object] | None = None, lead_us: float | None = None,
+              starved: list[int] | None = None) -> TimingStats:
     """Time `fn()` on the current CUDA device; `fn` must be a complete forward call. `before_run(i)`, when
     given, runs before the warm-up (with i = 0) and before each timed run i, outside what is timed (fresh
-    inputs for every run). `lead_us` (cuda_events only): queue the runs, each after a GPU spin of that length,
-    instead of synchronising before each (module docstring)."""
+    inputs for every run). `lead_us` (cuda_events only): each run's start event after a GPU spin of that
+    length; `starved` collects the runs the host did not queue within it (module docstring)."""
     flush = torch.empty(l2_flush_bytes() // 4, dtype=torch.int32, device="cuda")
-    queued = method == CUDA_EVENTS and lead_us is not None
-    lead_cycles = launch_lead_cycles(torch.cuda.current_device(), lead_us) if queued and lead_us > 0 else 0
+    lead_cycles = launch_lead_cycles(torch.cuda.current_device(), lead_us) \
+        if method == CUDA_EVENTS and lead_us else 0
     with torch.no_grad():
         if before_run is not None:
             before_run(0)
@@ -77,13 +78,14 @@ def time_cuda(fn: Callable[[], object], *, warmup: int, runs: int, method: str,
             if before_run is not None:
                 before_run(i)
             flush.zero_()
+            torch.cuda.synchronize()
             if lead_cycles:
                 torch.cuda._sleep(lead_cycles)
-            elif not queued:
-                torch.cuda.synchronize()
             if method == CUDA_EVENTS:
                 starts[i].record()
                 fn()
+                if lead_cycles and starved is not None and starts[i].query():
+                    starved.append(i)
                 ends[i].record()
             else:
                 t0 = time.perf_counter()
@@ -97,14 +99,29 @@ def time_cuda(fn: Callable[[], object], *, warmup: int, runs: int, method: str,
     return summarize(times_ms, method)
 
 
-@functools.cache
 def launch_lead_cycles(device_index: int, lead_us: float) -> int:
-    """GPU clock cycles that `torch.cuda._sleep` spins for about `lead_us` on this device (measured once)."""
+    """GPU clock cycles that `torch.cuda._sleep` spins for about `lead_us` on this device."""
+    return max(1, int(lead_us * _spin_cycles_per_us(device_index)))
+
+
+@functools.cache
+def _spin_cycles_per_us(device_index: int) -> float:
+    """How fast `torch.cuda._sleep` spins on this device (measured once per process)."""
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     torch.cuda._sleep(_LEAD_CALIBRATION_CYCLES // 10)  # the spin kernel's first launch outside the measurement
     start.record()
     torch.cuda._sleep(_LEAD_CALIBRATION_CYCLES)
     end.record()
     end.synchronize()
-    cycles_per_us = _LEAD_CALIBRATION_CYCLES / max(start.elapsed_time(end) * 1000.0, 1e-3)
-    return max(1, int(lead_us * cycles_per_us))
+    return _LEAD_CALIBRATION_CYCLES / max(start.elapsed_time(end) * 1000.0, 1e-3)
+
+
+def warm_up(device: torch.device) -> None:
+    """Load the kernels a timed batch launches besides the timed call (the L2 flush's fill, the lead's spin,
+    the events) and measure the spin, before any batch is timed: CUDA loads a kernel at its first launch in a
+    process, a driver call that waits behind other processes' context creation, and a batch that paid for it
+    read milliseconds longer on the server's clock than its task's empty batch (evaluation._time's floor)."""
+    with torch.cuda.device(device):
+        torch.empty(1024, dtype=torch.int32, device=device).zero_()
+        _spin_cycles_per_us(device.index if device.index is not None else torch.cuda.current_device())
+        torch.cuda.synchronize(device)

@@ -5,8 +5,9 @@ In the sandbox the same RL-sized kernel, timed one evaluation at a time on a qui
 batches in one process agreed within about 10%. This runs `--processes` fresh processes one after another; each
 traces and loads one candidate of each RL-sized problem, replays it as the executor does (fresh inputs every run)
 and times it `--batches` times with KernelBench's synchronised runs (free to run on any CPU, and with the timing
-thread pinned to one CPU for the batch) and with runs queued behind a 250 us lead (timing.time_cuda's
-`lead_us`), interleaved, and the reference the same two ways. Per protocol and kernel: the
+thread pinned to one CPU for the batch) and with a 250 us GPU spin between each run's synchronisation and its
+start event (timing.time_cuda's `lead_us`; until 2026-11-27's ninth session the lead queued the runs with no
+synchronisation between them, the protocol recorded as "queued" in benchmarks/RESULTS.md), interleaved, and the reference the same two ways. Per protocol and kernel: the
 spread between processes (largest / smallest of the processes' medians) against the spread within a process.
 
     python benchmarks/experiments/timing_across_processes.py [--processes 8] [--batches 2] [--out across.json]
@@ -30,7 +31,7 @@ for path in (REPO_ROOT, REPO_ROOT / "benchmarks"):
         sys.path.insert(0, str(path))
 
 # protocol -> (timing.time_cuda's lead_us, the CPU the timing thread is pinned to for the batch)
-PROTOCOLS = {"sync": (None, None), "sync_pinned": (None, 2), "lead250": (250.0, None)}
+PROTOCOLS = {"sync": (None, None), "sync_pinned": (None, 2), "sync_lead250": (250.0, None)}
 VARIANTS_PER_PROBLEM = 4  # every fourth of rl_problems.cases("gpu"): one candidate of each of its five problems
 
 

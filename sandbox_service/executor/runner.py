@@ -421,7 +421,7 @@ def _time(emit: Emit, fn, job: dict, reply: str, before_run=None) -> bool:
 
     try:
         stats = timing.time_cuda(fn, warmup=job["warmup_runs"], runs=job["timing_runs"], method=timing.CUDA_EVENTS,
-                                 before_run=before_run)
+                                 before_run=before_run, lead_us=job.get("timing_lead_us"))
     except BaseException as exc:  # noqa: BLE001
         if harness.out_of_memory(exc):
             raise

@@ -248,7 +248,9 @@ class Judge:
         problem = self.problems.get(request["key"])
         if problem is None:
             return {"type": "unknown_problem"}
-        cache_key = (request["method"], int(request["warmup"]), int(request["runs"]), bool(request.get("fresh_inputs")))
+        lead_us = float(request["lead_us"]) if request.get("lead_us") else None
+        cache_key = (request["method"], int(request["warmup"]), int(request["runs"]), bool(request.get("fresh_inputs")),
+                     lead_us)
         if cache_key not in problem.timings or request.get("remeasure"):
             self.counts["time_miss"] += 1
             module, model = problem.sets[0][1], problem.models[0]
@@ -264,7 +266,7 @@ class Judge:
 
             try:
                 stats = timing.time_cuda(lambda: model(*current["inputs"]), warmup=cache_key[1], runs=cache_key[2],
-                                         method=cache_key[0], before_run=before_run)
+                                         method=cache_key[0], before_run=before_run, lead_us=lead_us)
             except BaseException as exc:  # noqa: BLE001
                 raise _failure(exc) from None
             problem.timings[cache_key] = stats.__dict__

@@ -11,7 +11,7 @@ from sandbox_service.evaluation import EXPECTED_TIMING_CHECKS, _Evaluation
 from sandbox_service.options import EvalOptions
 from sandbox_service.results import EvalResult, Status, TimingStats
 
-def time_on_the_cpu(fn, *, warmup, runs, method, before_run=None):
+def time_on_the_cpu(fn, *, warmup, runs, method, before_run=None, lead_us=None, starved=None):
     """timing.time_cuda's calls in its order, without CUDA."""
     from sandbox_service import timing
 

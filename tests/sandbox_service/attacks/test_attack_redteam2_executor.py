@@ -68,6 +68,7 @@ from sandbox_service.lane import EXECUTOR_DESIGN
 from sandbox_service.options import Policy
 from sandbox_service.results import Status
 from sandbox_service.worker import harness
+from timing_support import time_on_the_cpu
 
 META = {"shape": [16, 256], "stride": [256, 1], "dtype": "float32"}
 STATE_META = {"shape": [16], "stride": [1], "dtype": "int64"}
@@ -129,23 +130,10 @@ class _Orders:
         return self.orders.pop(0)
 
 
-def _time_cuda_on_the_cpu(fn, *, warmup: int, runs: int, method: str, before_run=None):
-    """timing.time_cuda's calls, in its order, without CUDA (what is timed does not matter here)."""
-    if before_run is not None:
-        before_run(0)
-    for _ in range(warmup):
-        fn()
-    for i in range(runs):
-        if before_run is not None:
-            before_run(i)
-        fn()
-    return timing.summarize([1.0] * runs, method)
-
-
 @pytest.fixture
 def interpreter(monkeypatch):
     monkeypatch.setenv("TRITON_INTERPRET", "1")
-    monkeypatch.setattr(timing, "time_cuda", _time_cuda_on_the_cpu)
+    monkeypatch.setattr(timing, "time_cuda", time_on_the_cpu)
 
 
 def _executor_job(tmp_path: Path, program: dict, state: torch.Tensor, trials: int) -> dict:
@@ -288,7 +276,7 @@ def test_the_checked_run_s_outputs_cannot_be_changed_by_the_runs_after_it(monkey
         return [out]
 
     handed = {}
-    monkeypatch.setattr(timing, "time_cuda", _time_cuda_on_the_cpu)
+    monkeypatch.setattr(timing, "time_cuda", time_on_the_cpu)
     monkeypatch.setattr(runner, "hand_over", lambda job_, emit, control, tensors, set_index, trial, fingerprint:
                         handed.update(outputs=[t.clone() for t in tensors]))
     runner._time_checked(job, lambda kind, **fields: None, None, types.SimpleNamespace(run=run), timed,
@@ -337,7 +325,7 @@ def test_no_timed_run_s_inputs_exist_while_the_untimed_warm_up_runs(monkeypatch)
     phase = {"warm-up": False}
     alive_in_warm_up: set[int] = set()
 
-    def time_cuda(fn, *, warmup, runs, method, before_run=None):
+    def time_cuda(fn, *, warmup, runs, method, before_run=None, lead_us=None):
         before_run(0)
         phase["warm-up"] = True
         for _ in range(warmup):

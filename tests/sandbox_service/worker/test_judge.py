@@ -276,7 +276,7 @@ def test_the_reference_is_timed_on_fresh_inputs_when_the_candidate_is(prepared, 
     seen: list[float] = []
     monkeypatch.setattr(model, "forward", lambda *inputs: seen.append(float(inputs[0].sum())) or inputs[0])
 
-    def time_on_the_cpu(fn, *, warmup, runs, method, before_run=None):
+    def time_on_the_cpu(fn, *, warmup, runs, method, before_run=None, lead_us=None):
         for i in range(runs):
             before_run(i)
             fn()
