@@ -811,7 +811,7 @@ class _Evaluation:
                               self.ipc_min_bytes).check
         child.receiver.max_bytes = CANDIDATE_FRAME_BYTES
         messages = MessageStream(child, nonce, check)
-        deadline = Deadline(self.lane.freezer, self.options.timeout_s)
+        deadline = Deadline(self.lane.freezer, self.options.timeout_s, of=child)
         try:
             child.send({**job, "nonce": nonce})
             self._converse(messages, deadline, prepared, job)
@@ -976,7 +976,7 @@ class _Evaluation:
         nonce = secrets.token_hex(16)
         # Closed once the executor is released or discarded (run): its last message is read on this stream.
         self.messages = messages = MessageStream(executor, nonce, check, last=frozenset({"stopped"}))
-        deadline = Deadline(self.lane.freezer, self.options.timeout_s)
+        deadline = Deadline(self.lane.freezer, self.options.timeout_s, of=executor)
         try:
             executor.send({**job, "nonce": nonce})
         except protocol.ProtocolError as exc:  # a program too large for the channel: the candidate made it
@@ -1321,10 +1321,12 @@ class _Evaluation:
                 # Kept: the quickest ever measured for the key (a measurement that read long, because another
                 # process's queued GPU work ran through it, is replaced by the next one that did not).
                 # Once kept, one measurement more at a time (the first-time costs are paid).
+                calibrating = time.monotonic()
                 measured = [self._timed_order(
                     {**timing_order(self.options.timing_runs, self.timing_checks), "type": "calibrate",
                      "copy_bytes": copy_bytes}, "calibrated", messages, deadline, job)
                     for _ in range(EMPTY_BATCHES if empty_s is None else 1)]
+                deadline.extend(time.monotonic() - calibrating)  # the server's measurement, not the candidate's time
                 empty_s = min(measured if empty_s is None else [*measured, empty_s])
                 self.lane.empty_batch_s[batch_key] = empty_s
             order = timing_order(self.options.timing_runs, self.timing_checks)
@@ -1332,7 +1334,9 @@ class _Evaluation:
             candidate = TimingStats(**self.seen["timing"]["candidate"])
             # The reference is timed as the executor times candidates (CUDA events), whatever its message says: a
             # figure forged in the executor's memory does not choose the reference's protocol (red team 13).
+            timing_reference = time.monotonic()
             reference = self.judge.time_reference(EXECUTOR_TIMING_METHOD, fresh_inputs=True)
+            deadline.extend(time.monotonic() - timing_reference)  # the judge's time, not the candidate's
             held_s = time.monotonic() - started
         log.debug("timing: waited %.1f ms for the GPU, held it %.1f ms (batch %.1f ms, empty batch %.1f ms)",
                   (started - waited) * 1e3, held_s * 1e3, batch_s * 1e3, empty_s * 1e3)

@@ -89,7 +89,7 @@ def _converse(child, paths, hold, items: Sequence[Item], start: int, options: Va
     for index in range(start, len(items)):
         result = ValidationResult(ValidationStatus.INFRA_ERROR, backend=lane.backend)
         item_started = time.monotonic()
-        deadline = Deadline(lane.freezer, options.timeout_s)
+        deadline = Deadline(lane.freezer, options.timeout_s, of=child)
         finished = _converse_item(child, messages, hold, options, lane, cancel, deadline, timed, result)
         result.duration_s = round(time.monotonic() - item_started, 4)
         if finished is None:  # the process died before the item began: not its fault, go on in a fresh one

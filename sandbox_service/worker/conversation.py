@@ -17,26 +17,28 @@ class Cancelled(Exception):
 
 
 class _Frozen(Protocol):
-    def frozen_seconds(self) -> float: ...
+    def frozen_seconds(self, of: object = None) -> float: ...
 
 
 class Deadline:
     """The candidate's time limit. It runs only while the candidate can run: time frozen for another
     evaluation's timing, and time the server spends on the candidate's behalf (trusted builds, the judge
-    reading outputs it waits for), is added back."""
+    reading outputs it waits for), is added back. `of`: the process it is the limit of, which a timing hold keeps
+    running: its own hold is its own time (else a timed process that never answers holds the GPU for good)."""
 
-    def __init__(self, freezer: _Frozen, seconds: float):
+    def __init__(self, freezer: _Frozen, seconds: float, of: Child | None = None):
         self.freezer = freezer
         self.seconds = seconds
+        self.of = of
         self.started = time.monotonic()
-        self.frozen_at_start = freezer.frozen_seconds()
+        self.frozen_at_start = freezer.frozen_seconds(of)
         self.extra = 0.0
 
     def extend(self, seconds: float) -> None:
         self.extra += seconds
 
     def remaining(self) -> float:
-        frozen = self.freezer.frozen_seconds() - self.frozen_at_start
+        frozen = self.freezer.frozen_seconds(self.of) - self.frozen_at_start
         return self.started + self.seconds + self.extra + frozen - time.monotonic()
 
 

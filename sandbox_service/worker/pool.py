@@ -234,6 +234,8 @@ class Freezer:
         self._stopped: list[Child] = []  # what this hold froze, each thawed once at its end
         self._frozen_since = 0.0
         self._frozen_total = 0.0
+        # Seconds of holds that kept each process (or owner) running: not frozen time for it (frozen_seconds).
+        self._kept_total: dict[object, float] = {}
 
     def register(self, child: Child, owner: object = None) -> None:
         with self._lock:
@@ -245,6 +247,7 @@ class Freezer:
     def unregister(self, child: Child) -> None:
         with self._lock:
             self._children.pop(child, None)
+            self._kept_total.pop(child, None)
 
     def _is_kept(self, child: Child, owner: object) -> bool:
         return any(kept is child or (owner is not None and kept is owner) for kept in self._kept)
@@ -264,17 +267,28 @@ class Freezer:
             yield
         finally:
             with self._lock:
+                held = time.monotonic() - self._frozen_since
+                for kept in self._kept:
+                    self._kept_total[kept] = self._kept_total.get(kept, 0.0) + held
                 self._frozen = False
                 self._kept = ()
-                self._frozen_total += time.monotonic() - self._frozen_since
+                self._frozen_total += held
                 stopped, self._stopped = self._stopped, []
                 for child in stopped:
                     child.thaw()
 
-    def frozen_seconds(self) -> float:
-        """Total time processes of this lane spent frozen so far (a clock that runs only while frozen)."""
+    def frozen_seconds(self, of: object = None) -> float:
+        """Total time processes of this lane spent frozen so far (a clock that runs only while frozen); `of` (a
+        process or an owner): the time it spent frozen, without the holds that kept it running (its own timing:
+        a deadline or a request that counted those as frozen would stand still while it holds the GPU)."""
         with self._lock:
-            return self._frozen_total + (time.monotonic() - self._frozen_since if self._frozen else 0.0)
+            now = time.monotonic()
+            total = self._frozen_total + (now - self._frozen_since if self._frozen else 0.0)
+            if of is not None:
+                total -= self._kept_total.get(of, 0.0)
+                if self._frozen and any(kept is of for kept in self._kept):
+                    total -= now - self._frozen_since
+            return total
 
 
 class TimingGate:

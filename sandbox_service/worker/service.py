@@ -33,9 +33,10 @@ class ServiceFailure(Exception):
 
 class ServiceProcess:
     def __init__(self, name: str, spawn: Callable[[], Child], memory_limit_mb: int | None = None,
-                 paused: Callable[[], float] | None = None):
-        """`paused`: a clock that runs only while this process may be frozen (pool.Freezer.frozen_seconds); a
-        request's time limit is extended by what it ran while the request waited."""
+                 paused: Callable[[ServiceProcess], float] | None = None):
+        """`paused(service)`: a clock that runs only while this service's process is frozen
+        (pool.Freezer.frozen_seconds, which leaves out the holds that keep it running); a request's time limit is
+        extended by what it ran while the request waited."""
         self.name = name
         self._paused = paused
         self._spawn = spawn
@@ -107,9 +108,9 @@ class ServiceProcess:
         """The answer within `timeout_s` of the process's own time: time it spent frozen meanwhile is added (a
         partly read answer stays in the channel's buffer between waits)."""
         started = time.monotonic()
-        paused_at = self._paused() if self._paused else 0.0
+        paused_at = self._paused(self) if self._paused else 0.0
         while True:
-            frozen = self._paused() - paused_at if self._paused else 0.0
+            frozen = self._paused(self) - paused_at if self._paused else 0.0
             remaining = started + timeout_s + frozen - time.monotonic()
             if remaining <= 0:
                 raise TimeoutError(f"no answer within {timeout_s:.0f} s")
