@@ -253,7 +253,7 @@ class JudgeLink:
         started = time.monotonic()
         try:
             if gated:
-                with self.lane.gate.shared(), self.service.lock:
+                with self.lane.gate.turn(self.service.lock):
                     answer = self.service.request(message, timeout_s)
             else:  # the caller holds the GPU and this judge (Lane.gpu_alone)
                 answer = self.service.request(message, timeout_s)
@@ -379,7 +379,7 @@ class JudgeLink:
         answers: list[dict | None] = []
         started = time.monotonic()
         try:
-            with self.lane.gate.shared(), self.service.lock:
+            with self.lane.gate.turn(self.service.lock):
                 for request in requests:
                     answer = self.service.request(request, COMPARE_TIMEOUT_S)
                     self.service_s += float(answer.get("duration_s", 0.0))
@@ -392,7 +392,7 @@ class JudgeLink:
 
     def _prepare_and_compare(self, request: dict) -> dict:
         """Prepare again and compare with the judge held throughout, so that nothing evicts the task between."""
-        with self.lane.gate.shared(), self.service.lock:
+        with self.lane.gate.turn(self.service.lock):
             prepared = self.service.request(self.problem.prepare_request(), self.options.timeout_s)
             if prepared.get("type") != "prepared":
                 return prepared
@@ -402,19 +402,33 @@ class JudgeLink:
                                                       "computed other inputs or outputs for the same seeds")
             return self.service.request(request, COMPARE_TIMEOUT_S)
 
-    def time_reference(self, method: str, fresh_inputs: bool = False) -> TimingStats:
+    def _protocol(self, method: str, fresh_inputs: bool) -> tuple:
+        lead_us = timing_lead_us() if fresh_inputs else None  # the executor design's protocol
+        return self.problem.key, method, self.options.warmup_runs, self.options.timing_runs, fresh_inputs, lead_us
+
+    def reference_due(self, method: str, fresh_inputs: bool = False) -> bool:
+        """Whether the next timing measures the reference: the lane has no figure for the protocol yet, or the
+        secret REFERENCE_REFRESH draw says so. Decided before the hold, which then waits for the judges' turns in
+        flight (Lane.gpu_alone's `drain`): GPU work a frozen judge queued would inflate a figure kept for every
+        later candidate of the task (red team 14)."""
+        return (self.lane.reference_times.get(self._protocol(method, fresh_inputs)) is None
+                or secrets.SystemRandom().random() < REFERENCE_REFRESH)
+
+    def time_reference(self, method: str, fresh_inputs: bool = False, due: bool | None = None) -> TimingStats:
         """The reference's time (the lane's, per task and protocol: REFERENCE_REFRESH), asked with the GPU held;
         `fresh_inputs`: on new inputs for every run, as the executor times candidates (the same inputs every run
-        made the reference about 1.2x faster than that protocol would on an H100: benchmarks/replay_overhead.py)."""
-        lead_us = timing_lead_us() if fresh_inputs else None  # the executor design's protocol
-        protocol = (self.problem.key, method, self.options.warmup_runs, self.options.timing_runs, fresh_inputs, lead_us)
+        made the reference about 1.2x faster than that protocol would on an H100: benchmarks/replay_overhead.py).
+        `due`: reference_due's answer, drawn before the hold (None: drawn now)."""
+        protocol = self._protocol(method, fresh_inputs)
         kept = self.lane.reference_times.get(protocol)
-        if kept is not None and secrets.SystemRandom().random() >= REFERENCE_REFRESH:
+        if due is None:
+            due = kept is None or secrets.SystemRandom().random() < REFERENCE_REFRESH
+        if kept is not None and not due:
             return kept
         for _ in range(1 if kept is not None else REFERENCE_FIRST_TIMINGS):
             request = {"op": "time", "key": self.problem.key, "method": method, "warmup": self.options.warmup_runs,
                        "runs": self.options.timing_runs, "fresh_inputs": fresh_inputs, "remeasure": kept is not None,
-                       "lead_us": lead_us}
+                       "lead_us": protocol[-1]}
             try:
                 measured = self._judge_time(request)
             except _Finish as finish:
@@ -1303,7 +1317,8 @@ class _Evaluation:
         """One timed batch on new secrets, the GPU held; then, after the hold, its checks (the empty batch measured
         again first when `remeasure_empty` says so: EMPTY_BATCH_REFRESH)."""
         waited = time.monotonic()
-        with self.lane.gpu_alone(keep=self.child, judge=self.judge.service):
+        reference_due = self.judge.reference_due(EXECUTOR_TIMING_METHOD, fresh_inputs=True)
+        with self.lane.gpu_alone(keep=self.child, judge=self.judge.service, drain=reference_due):
             deadline.extend(time.monotonic() - waited)
             started = time.monotonic()
             # The empty batch (flushes, synchronisations, input generation) depends on the GPU and the task,
@@ -1335,7 +1350,7 @@ class _Evaluation:
             # The reference is timed as the executor times candidates (CUDA events), whatever its message says: a
             # figure forged in the executor's memory does not choose the reference's protocol (red team 13).
             timing_reference = time.monotonic()
-            reference = self.judge.time_reference(EXECUTOR_TIMING_METHOD, fresh_inputs=True)
+            reference = self.judge.time_reference(EXECUTOR_TIMING_METHOD, fresh_inputs=True, due=reference_due)
             deadline.extend(time.monotonic() - timing_reference)  # the judge's time, not the candidate's
             held_s = time.monotonic() - started
         log.debug("timing: waited %.1f ms for the GPU, held it %.1f ms (batch %.1f ms, empty batch %.1f ms)",
@@ -1417,7 +1432,7 @@ class _Evaluation:
     def _time_in_process(self, messages: MessageStream, deadline: Deadline, job: dict) -> None:
         """The in-process design's timing: the candidate process times itself (its report is its word)."""
         waited = time.monotonic()
-        with self.lane.gpu_alone(keep=self.child, judge=self.judge.service):
+        with self.lane.gpu_alone(keep=self.child, judge=self.judge.service, drain=True):
             deadline.extend(time.monotonic() - waited)
             started = time.monotonic()
             self._timed_order({"type": "time"}, "timing", messages, deadline, job)

@@ -224,14 +224,15 @@ class Lane:
         return child
 
     @contextlib.contextmanager
-    def gpu_alone(self, keep: Child | None, judge: ServiceProcess | None = None) -> Iterator[None]:
+    def gpu_alone(self, keep: Child | None, judge: ServiceProcess | None = None, drain: bool = False) -> Iterator[None]:
         """The GPU to `keep` and `judge` alone, for a timing: other timings wait, no judge's turn starts, and every
         other process of the lane that can reach the GPU (untrusted processes, the other judges, a turn in flight
         included) is frozen. `judge`'s lock is held throughout, so that it works for the timing only (the caller
         asks it with `JudgeLink`'s ungated calls); it is taken before the gate, so that the wait for its turn in
         flight, if any, keeps no other judge's turn out (on an H100 the gate was held or waited for most of
-        the wall, 30 ms of waiting a timing for a 15 ms hold, when it was taken after)."""
-        with (judge.lock if judge is not None else contextlib.nullcontext()), self.gate.exclusive(), \
+        the wall, 30 ms of waiting a timing for a 15 ms hold, when it was taken after). `drain`: the judges' turns
+        in flight end first (TimingGate.exclusive), for a hold that measures a figure kept for later candidates."""
+        with (judge.lock if judge is not None else contextlib.nullcontext()), self.gate.exclusive(drain), \
                 self.freezer.others_frozen(keep=keep, keep_owner=judge):
             yield
 

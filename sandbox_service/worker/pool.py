@@ -298,9 +298,10 @@ class TimingGate:
     A timing does not wait for the turns already in flight: their judges are frozen for the hold instead
     (Lane.gpu_alone). Waiting for them to finish, with every new turn kept out meanwhile, idled the lane's
     judges for most of each timed evaluation on an H100 (58 ms of waiting for an 11 ms hold, the judges' work of
-    a timed evaluation 3x an untimed one's: benchmarks/RESULTS.md). Housekeeping (`shared_if_free`: the judges
-    giving back memory, which the driver clears on the GPU) is waited for: a process frozen in the middle of a
-    free leaves that work running through the hold (red team 12).
+    a timed evaluation 3x an untimed one's: benchmarks/RESULTS.md). Two kinds of work are waited for, because
+    freezing stops launches and not GPU work already queued: housekeeping (`shared_if_free`: the judges giving
+    back memory, which the driver clears on the GPU; red team 12), and, for a timing that `drain`s, every turn
+    in flight: one that measures a figure kept for later candidates (the reference's, red team 14).
     """
 
     def __init__(self):
@@ -308,13 +309,27 @@ class TimingGate:
         self._writer = False
         self._writers_waiting = 0
         self._housekeeping = 0
+        self._turns = 0  # in flight: their judge held, their requests sent or about to be
 
     @contextlib.contextmanager
-    def shared(self) -> Iterator[None]:
+    def turn(self, judge_lock: threading.Lock) -> Iterator[None]:
+        """A judge's turn: begun while no timing holds or waits for the gate, with `judge_lock` held throughout
+        and counted in flight once it is taken (a turn whose judge was busy waits again for the timings that came
+        meanwhile: it holds nothing they need, since a timing takes its own judge's lock before the gate)."""
         with self._cond:
             while self._writer or self._writers_waiting:
                 self._cond.wait()
-        yield
+        with judge_lock:
+            with self._cond:
+                while self._writer or self._writers_waiting:
+                    self._cond.wait()
+                self._turns += 1
+            try:
+                yield
+            finally:
+                with self._cond:
+                    self._turns -= 1
+                    self._cond.notify_all()
 
     @contextlib.contextmanager
     def shared_if_free(self) -> Iterator[bool]:
@@ -333,10 +348,11 @@ class TimingGate:
                     self._cond.notify_all()
 
     @contextlib.contextmanager
-    def exclusive(self) -> Iterator[None]:
+    def exclusive(self, drain: bool = False) -> Iterator[None]:
+        """The GPU to one timing; `drain`: once the judges' turns in flight have ended, too."""
         with self._cond:
             self._writers_waiting += 1
-            while self._writer or self._housekeeping:
+            while self._writer or self._housekeeping or (drain and self._turns):
                 self._cond.wait()
             self._writers_waiting -= 1
             self._writer = True

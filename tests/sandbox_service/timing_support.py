@@ -11,6 +11,16 @@ from sandbox_service.evaluation import EXPECTED_TIMING_CHECKS, _Evaluation
 from sandbox_service.options import EvalOptions
 from sandbox_service.results import EvalResult, Status, TimingStats
 
+
+def stand_in_judge(reference, output_bytes: int = 1 << 20) -> types.SimpleNamespace:
+    """What `_Evaluation._timed_attempt` uses of its JudgeLink: the task's output size, its service (none), and the
+    reference's figure, `reference(method, fresh_inputs)`, measured whenever it is asked for."""
+    return types.SimpleNamespace(
+        prepared={"output_bytes": output_bytes}, service=None,
+        reference_due=lambda method, fresh_inputs=False: True,
+        time_reference=lambda method, fresh_inputs=False, due=None: reference(method, fresh_inputs))
+
+
 def time_on_the_cpu(fn, *, warmup, runs, method, before_run=None, lead_us=None, starved=None):
     """timing.time_cuda's calls in its order, without CUDA."""
     from sandbox_service import timing
@@ -31,7 +41,7 @@ REFERENCE_US = 400.0
 def stand_in_lane() -> types.SimpleNamespace:
     """What `_Evaluation._time` uses of a lane: the empty batches' cache and the GPU held alone."""
     return types.SimpleNamespace(empty_batch_s={}, backend="cuda",
-                                 gpu_alone=lambda keep=None, judge=None: contextlib.nullcontext())
+                                 gpu_alone=lambda keep=None, judge=None, drain=False: contextlib.nullcontext())
 
 
 def time_with(batches: list[tuple[float, float]], empty_extra_us: list[float] | None = None,
@@ -48,8 +58,7 @@ def time_with(batches: list[tuple[float, float]], empty_extra_us: list[float] | 
     evaluation = types.SimpleNamespace(
         lane=lane, options=options, child=None, result=EvalResult(Status.INFRA_ERROR), seen={},
         problem=types.SimpleNamespace(key="task"), timing_checks=EXPECTED_TIMING_CHECKS, remeasure_empty=False,
-        judge=types.SimpleNamespace(prepared={"output_bytes": 1 << 20}, service=None,
-                                    time_reference=lambda method, fresh_inputs: reference))
+        judge=stand_in_judge(lambda method, fresh_inputs: reference))
 
     def timed_order(order, answer, messages, deadline, job):
         if order["type"] == "calibrate":

@@ -53,7 +53,7 @@ from sandbox_service.worker import harness
 from sandbox_service.worker.messages import Malformed, Schema
 from sandbox_service.worker.pool import TimingGate
 from sandbox_service.worker.service import ServiceFailure
-from timing_support import stand_in_lane, time_on_the_cpu
+from timing_support import stand_in_judge, stand_in_lane, time_on_the_cpu
 
 
 class Reference:
@@ -162,8 +162,7 @@ def test_the_executor_design_times_the_reference_as_the_executor_times_candidate
         lane=lane, options=options, child=None, result=EvalResult(Status.INFRA_ERROR), seen={},
         problem=types.SimpleNamespace(key="task"), timing_checks=evaluation.EXPECTED_TIMING_CHECKS,
         remeasure_empty=False,
-        judge=types.SimpleNamespace(prepared={"output_bytes": 1 << 20}, service=None,
-                                    time_reference=time_reference))
+        judge=stand_in_judge(time_reference))
 
     def timed_order(order, answer, messages, deadline, job):
         evaluation_.seen["timing"] = {"candidate": _stats(100.0, timing.DEVICE_SYNC)}

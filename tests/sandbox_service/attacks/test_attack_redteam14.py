@@ -75,6 +75,7 @@ from sandbox_service.lane import IN_PROCESS_DESIGN, TRACER, Lane
 from sandbox_service.options import EvalOptions
 from sandbox_service.results import Status
 from sandbox_service.worker.service import ServiceFailure
+from timing_support import stand_in_judge
 
 ATTACK_TIMEOUT_S = 8.0
 # What the callers wait before they give up in these tests (the real client waits 900 s).
@@ -218,16 +219,14 @@ def test_a_frozen_judges_request_still_waits_for_the_hold(two_judges):
 
 
 # FINDING frozen-judges-leave-gpu-work-in-the-hold
-@pytest.mark.xfail(strict=True, reason="red team 14, open: a hold freezes other judges mid-turn instead of waiting "
-                                       "for their turns, and GPU work they queued runs through it (GPU, argued)")
-def test_a_hold_does_not_begin_during_another_judges_turn(two_judges):
+def test_a_hold_that_measures_the_reference_does_not_begin_during_another_judges_turn(two_judges):
     lane = two_judges
     timed_judge, other = lane.judges
     turn_ended, entered = [], []
     in_turn = threading.Event()
 
     def turn() -> None:
-        with lane.gate.shared(), other.lock:
+        with lane.gate.turn(other.lock):
             in_turn.set()
             time.sleep(1.0)  # the reference's forward on fresh seeds, queued on the GPU
             turn_ended.append(time.monotonic())
@@ -235,7 +234,7 @@ def test_a_hold_does_not_begin_during_another_judges_turn(two_judges):
     taking = threading.Thread(target=turn, daemon=True)
     taking.start()
     assert in_turn.wait(10)
-    with lane.gpu_alone(keep=None, judge=timed_judge):
+    with lane.gpu_alone(keep=None, judge=timed_judge, drain=True):  # as _timed_attempt when the reference is due
         entered.append(time.monotonic())
     taking.join(10)
     assert turn_ended and entered[0] >= turn_ended[0], "the hold began while another judge's turn was in flight"
@@ -264,7 +263,7 @@ def test_timings_and_turns_on_two_judges_never_deadlock_and_leave_everything_at_
         try:
             for _ in range(25):
                 judge = rng.choice(lane.judges)
-                with lane.gate.shared(), judge.lock:
+                with lane.gate.turn(judge.lock):
                     assert judge.request({"op": "stats"}, 30)["type"] == "stats"
                 with lane.gate.shared_if_free() as free:
                     if free:
@@ -342,7 +341,7 @@ def test_the_server_s_own_work_in_the_hold_is_not_charged_to_the_candidate():
 
     freezer, executor = Freezer(), object()
     lane = types.SimpleNamespace(empty_batch_s={}, backend="cuda",
-                                 gpu_alone=lambda keep=None, judge=None: freezer.others_frozen(keep=keep))
+                                 gpu_alone=lambda keep=None, judge=None, drain=False: freezer.others_frozen(keep=keep))
     stats = TimingStats(10.0, 10.0, 0.0, 10.0, 10.0, 100)
 
     def slow_reference(method, fresh_inputs):
@@ -353,7 +352,7 @@ def test_the_server_s_own_work_in_the_hold_is_not_charged_to_the_candidate():
     evaluation = types.SimpleNamespace(
         lane=lane, options=options, child=executor, result=EvalResult(Status.INFRA_ERROR), seen={},
         problem=types.SimpleNamespace(key="task"), timing_checks=EXPECTED_TIMING_CHECKS, remeasure_empty=False,
-        judge=types.SimpleNamespace(prepared={"output_bytes": 1}, service=None, time_reference=slow_reference))
+        judge=stand_in_judge(slow_reference, output_bytes=1))
 
     def timed_order(order, answer, messages, deadline, job):
         time.sleep(0.3 if order["type"] == "calibrate" else 0.01)  # the empty batches: the server's measurement

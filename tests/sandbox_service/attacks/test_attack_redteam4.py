@@ -64,7 +64,7 @@ import pytest
 import torch
 
 from sandbox_service.executor import runner
-from timing_support import stand_in_lane, time_on_the_cpu
+from timing_support import stand_in_judge, stand_in_lane, time_on_the_cpu
 
 # -- the executor's timing batch ------------------------------------------------------------------------------------
 
@@ -160,8 +160,7 @@ def _timed_evaluation(lane, timing_runs: int):
     evaluation = types.SimpleNamespace(
         lane=lane, options=options, child=None, result=EvalResult(Status.INFRA_ERROR), seen={},
         problem=types.SimpleNamespace(key="one-task"), timing_checks=EXPECTED_TIMING_CHECKS, remeasure_empty=False,
-        judge=types.SimpleNamespace(prepared={"output_bytes": 1 << 20}, service=None,
-                                    time_reference=lambda method, fresh_inputs=False: TimingStats(500.0, 500.0, 0.0, 500.0, 500.0, 100)),
+        judge=stand_in_judge(lambda method, fresh_inputs: TimingStats(500.0, 500.0, 0.0, 500.0, 500.0, 100)),
     )
 
     def timed_order(order, answer, messages, deadline, job):

@@ -26,7 +26,7 @@ class _Lane:
         self.empty_batch_s = {}  # no task's empty batch measured yet: the first timed order is the calibration
 
     @contextlib.contextmanager
-    def gpu_alone(self, keep=None, judge=None):
+    def gpu_alone(self, keep=None, judge=None, drain=False):
         yield
 
     def build(self, message):
@@ -76,7 +76,8 @@ def _evaluation(tmp_path: Path) -> _Evaluation:
     evaluation.builds = {"build_request": 0, "ptxas_request": 0}
     evaluation.build_s = 0.0
     evaluation.problem = SimpleNamespace(key="task")
-    evaluation.judge = SimpleNamespace(prepared={"output_bytes": 4096}, service=None)  # the task's output size (the empty batch's copy)
+    evaluation.judge = SimpleNamespace(prepared={"output_bytes": 4096}, service=None,
+                                       reference_due=lambda method, fresh_inputs=False: False)  # the task's output size (the empty batch's copy)
     evaluation.timing_checks = 1
     evaluation.remeasure_empty = False
     return evaluation
