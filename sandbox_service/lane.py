@@ -62,9 +62,10 @@ CUDA_CHILD_THREADS = 4
 # file costs about a second per GB; the IPC hand-over costs a round trip of milliseconds).
 # Measured on an H100: for 16 MB outputs IPC was slower than files (the judge maps and unmaps every handle).
 IPC_MIN_BYTES = 256 << 20
-# Judges that may keep one task: a GRPO group of one task's candidates queues behind them (on an H100, RL-sized, 30
-# timed runs: 2 gave 654, 4 gave 687 and 8 gave 705 timed evaluations a minute in one job, benchmarks/RESULTS.md);
-# each keeps its own copy of the task's expected outputs, which idle judges give back when memory is wanted.
+# Judges that may keep one task: a GRPO group of one task's candidates is compared on them alone, so with 2 a
+# group of 16 queued behind two judges while the others idled (the benchmark's mix of five tasks showed no clear
+# difference: 654, 687 and 705 timed evaluations a minute with 2, 4 and 8, run in that order, and a later run gains
+# 10-15% by its place alone: benchmarks/RESULTS.md). Each keeps its own copy of a task's prepared reference.
 JUDGES_PER_TASK = 4
 JUDGES_PER_TASK_ENV = "TRITONRL_JUDGES_PER_TASK"
 CONTEXT_BYTES = 640 << 20
