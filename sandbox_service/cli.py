@@ -229,7 +229,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--workers", type=int, help="concurrent evaluations per GPU (or on the CPU)")
     serve.add_argument("--queue", type=int, default=64, help="queued evaluations before RESOURCE_EXHAUSTED")
     serve.add_argument("--warm", type=int, help="candidate processes kept forked and ready per lane")
-    serve.add_argument("--judges", type=int, help="judge processes per lane (default: 4 on a GPU, 1 on the CPU)")
+    serve.add_argument("--judges", type=int, help="judge processes per lane (default: 8 on a GPU, 1 on the CPU)")
     serve.add_argument("--gpu-memory-fraction", type=float, default=0.9,
                        help="share of each GPU's memory evaluations may use (less when a trainer shares it)")
     serve.add_argument("--grace", type=float, default=30.0, help="seconds running jobs get at shutdown")

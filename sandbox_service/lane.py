@@ -69,6 +69,16 @@ IPC_MIN_BYTES = 256 << 20
 JUDGES_PER_TASK = 4
 JUDGES_PER_TASK_ENV = "TRITONRL_JUDGES_PER_TASK"
 CONTEXT_BYTES = 640 << 20
+
+
+def judges_per_task() -> int:
+    """JUDGES_PER_TASK, or the environment's TRITONRL_JUDGES_PER_TASK (a whole number of at least 1)."""
+    value = os.environ.get(JUDGES_PER_TASK_ENV, "").strip()
+    if not value:
+        return JUDGES_PER_TASK
+    if not value.isdigit() or int(value) < 1:
+        raise ValueError(f"{JUDGES_PER_TASK_ENV}={value!r}: expected a whole number of judges of at least 1")
+    return int(value)
 JUDGE_MEMORY_LIMIT_MB = 96 * 1024
 # How long an evaluation waits for the GPU to have its memory free (FreeMemory) before it ends infra_error: a
 # trainer's step or another evaluation gives memory back within minutes; a GPU held longer than this by others is
@@ -147,6 +157,7 @@ class Lane:
         threads = 1 if config.backend == "interpreter" else CUDA_CHILD_THREADS
         self._candidate_spec = ChildSpec(CANDIDATE, config.backend, config.gpu, config.work_root, cpu_threads=threads)
         self._trusted_builds = config.work_root / "trusted-builds"
+        self.judges_per_task = judges_per_task()
         self.judges = [
             ServiceProcess(f"judge {i}", functools.partial(self._spawn_judge, i, threads),
                            memory_limit_mb=JUDGE_MEMORY_LIMIT_MB, paused=self.freezer.frozen_seconds)
@@ -335,9 +346,8 @@ class Lane:
         while the others idle. Each keeps its own cache of the task."""
         digest = int(hashlib.sha256(key.encode()).hexdigest()[:8], 16)
         count = len(self.judges)
-        per_task = int(os.environ.get(JUDGES_PER_TASK_ENV) or JUDGES_PER_TASK)
         chosen = [self.judges[(digest + i * (1 + digest % max(1, count - 1))) % count]
-                  for i in range(min(per_task, count))]
+                  for i in range(min(self.judges_per_task, count))]
         return next((judge for judge in chosen if not judge.lock.locked()), chosen[0])
 
     def build(self, request: dict) -> dict:

@@ -58,7 +58,7 @@ class ServerConfig:
     workers: int | None = None  # per lane
     queue_capacity: int = 64
     warm: int | None = None
-    judges: int | None = None  # judge processes per lane (default: 4 on a GPU, 1 on the CPU)
+    judges: int | None = None  # judge processes per lane (default: 8 on a GPU, 1 on the CPU)
     gpu_memory_fraction: float = 0.9
     grace_s: float = 30.0
     default_options: EvalOptions = dataclasses.field(default_factory=EvalOptions)

@@ -7,6 +7,8 @@ import signal
 import threading
 import time
 
+import pytest
+
 from sandbox_cases import CORRECT, FAST, INCORRECT, REFERENCE
 from sandbox_service.evaluation import evaluate
 from sandbox_service.results import Status
@@ -118,3 +120,16 @@ def _state(pid: int) -> str:
         if state in ("T", "t") or time.monotonic() > deadline:
             return "T" if state in ("T", "t") else state
         time.sleep(0.01)
+
+
+def test_judges_per_task_comes_from_the_environment_and_nonsense_is_refused(monkeypatch):
+    from sandbox_service import lane
+
+    monkeypatch.delenv(lane.JUDGES_PER_TASK_ENV, raising=False)
+    assert lane.judges_per_task() == lane.JUDGES_PER_TASK
+    monkeypatch.setenv(lane.JUDGES_PER_TASK_ENV, "8")
+    assert lane.judges_per_task() == 8
+    for nonsense in ("0", "-2", "four", "1.5"):
+        monkeypatch.setenv(lane.JUDGES_PER_TASK_ENV, nonsense)
+        with pytest.raises(ValueError, match="TRITONRL_JUDGES_PER_TASK"):
+            lane.judges_per_task()
