@@ -60,8 +60,8 @@ def test_tracers_are_frozen_while_another_evaluation_is_timed(cpu_lane):
     tracer = cpu_lane.candidates.acquire()
     try:
         with cpu_lane.freezer.others_frozen(keep=None):
-            assert _state(tracer.pid) == "T"
-        assert _state(tracer.pid) != "T"
+            assert _stopped(tracer.pid)
+        assert not _stopped(tracer.pid, expected=False)
     finally:
         tracer.close()
 
@@ -75,9 +75,9 @@ def test_a_process_frozen_for_a_read_stays_frozen_when_a_timing_hold_ends(cpu_la
         with cpu_lane.freezer.others_frozen(keep=None):
             pass
         time.sleep(0.1)
-        assert _state(child.pid) == "T"
+        assert _stopped(child.pid)
         child.thaw()
-        assert _state(child.pid) != "T"
+        assert not _stopped(child.pid, expected=False)
     finally:
         child.close()
 
@@ -88,7 +88,7 @@ def test_a_timing_freezes_every_judge_but_its_own(cpu_lane):
     judge = cpu_lane.judges[0]
     _judge_stats(cpu_lane)  # started
     with cpu_lane.gpu_alone(keep=None):
-        assert _state(judge._child.pid) == "T"
+        assert _stopped(judge._child.pid)
     with cpu_lane.gpu_alone(keep=None, judge=judge):
         assert judge.request({"op": "stats"}, 5)["type"] == "stats"
 
@@ -113,12 +113,14 @@ def _judge_stats_within(judge, timeout_s: float) -> dict:
         return judge.request({"op": "stats"}, timeout_s)
 
 
-def _state(pid: int) -> str:
+def _stopped(pid: int, expected: bool = True) -> bool:
+    """Whether the process is stopped, once it is as `expected` or 5 s have passed (a signal takes effect
+    asynchronously)."""
     deadline = time.monotonic() + 5
-    while True:  # a signal takes effect asynchronously
-        state = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0]
-        if state in ("T", "t") or time.monotonic() > deadline:
-            return "T" if state in ("T", "t") else state
+    while True:
+        stopped = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] in ("T", "t")
+        if stopped == expected or time.monotonic() > deadline:
+            return stopped
         time.sleep(0.01)
 
 
