@@ -1,5 +1,7 @@
 """Sandbox throughput on RL-sized problems: evaluations per minute with and without timing, side by side
-with a baseline server (another checkout of the sandbox, e.g. the previous design) in the same job.
+with a baseline server (another checkout of the sandbox, e.g. the previous design) in the same job, measured in
+both orders (new, baseline, baseline, new; `--one-order`: once each, new first): a server measured after another
+read 10-15% faster by its place alone, so a ratio from one order is mostly that.
 
 Five small KernelBench-style problems x four distinct honest candidates (benchmarks/rl_problems.py), each
 submitted `--repeats` times, all at once through the gRPC client as a trainer would send a batch. Every
@@ -39,6 +41,7 @@ from sandbox_service.client import Pair, SandboxClient  # noqa: E402
 from sandbox_service.options import EvalOptions  # noqa: E402
 from sandbox_service.results import Status  # noqa: E402
 
+AGAIN = "#2"  # the label suffix of a server measured a second time, in the other order
 LAYERS = ("process", "reference", "compile", "runtime", "correctness", "reference_runner", "build", "memory",
           "timing")
 WARMUP_REFERENCE = "import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n    def forward(self, x):\n" \
@@ -252,6 +255,8 @@ def main(argv: list[str] | None = None) -> int:
                                                                  "the new server at (reported as new/Nruns)")
     parser.add_argument("--phases", default="timed,untimed", help="comma-separated: timed, untimed")
     parser.add_argument("--baseline-root", type=Path, help="a checkout whose sandbox_service is the baseline")
+    parser.add_argument("--one-order", action="store_true",
+                        help="measure the new server and the baseline once each, new first (default: A B B A)")
     parser.add_argument("--baseline-workers", type=int, help="workers of the baseline server (default: --workers)")
     parser.add_argument("--time-budget", type=float, help="give the baseline a quarter of the work")
     parser.add_argument("--profile-dir", type=Path, help="profile every candidate process of the new server "
@@ -280,7 +285,12 @@ def main(argv: list[str] | None = None) -> int:
         servers.append((name, REPO_ROOT, args.workers, dict(a.split("=", 1) for a in assignments.split(",") if a),
                         runs))
     if args.baseline_root:
-        servers.append(("baseline", args.baseline_root.resolve(), args.baseline_workers or args.workers, {}, runs))
+        baseline = ("baseline", args.baseline_root.resolve(), args.baseline_workers or args.workers, {}, runs)
+        servers.append(baseline)
+        if not args.one_order:
+            # ... and again in the other order (A B B A): a server measured after another on the same machine read
+            # 10-15% faster by its place alone (benchmarks/RESULTS.md, ninth session)
+            servers += [(f"{baseline[0]}{AGAIN}", *baseline[1:]), (f"new{AGAIN}", *servers[0][1:])]
     for label, root, workers, env_extra, timing_runs in servers:
         server = Server(root, args.backend, workers, env_extra=env_extra)
         try:
@@ -290,10 +300,10 @@ def main(argv: list[str] | None = None) -> int:
             server.close()
     lines = []
     for phase in phases:
-        new = report["new"][phase]["per_minute"]
+        new = _per_minute(report, "new", phase)
         line = f"{phase}: new {new}/min"
         for label, *_ in servers[1:]:
-            if label != "baseline":
+            if not label.startswith("baseline") and not label.endswith(AGAIN):
                 line += f", {label} {report[label][phase]['per_minute']}/min"
             if label.startswith("new/") and report["new"][phase]["candidate_us"]:
                 ours, theirs = report[label][phase]["candidate_us"], report["new"][phase]["candidate_us"]
@@ -302,9 +312,14 @@ def main(argv: list[str] | None = None) -> int:
                     report[f"timing_ratio_{phase}_{label}"] = round(statistics.median(ratios), 3)
                     line += f" (candidate time / new's: median {statistics.median(ratios):.3f})"
         if "baseline" in report:
-            old = report["baseline"][phase]["per_minute"]
-            report[f"ratio_{phase}"] = round(new / old, 2)
-            line += f", baseline {old}/min, ratio {new / old:.1f}x"
+            old = _per_minute(report, "baseline", phase)
+            report[f"ratio_{phase}"] = round(new / old, 3)
+            line += f", baseline {old}/min, ratio {new / old:.2f}x"
+            if f"new{AGAIN}" in report:
+                first = report["new"][phase]["per_minute"] / report["baseline"][phase]["per_minute"]
+                second = report[f"new{AGAIN}"][phase]["per_minute"] / report[f"baseline{AGAIN}"][phase]["per_minute"]
+                report[f"ratio_{phase}_by_order"] = [round(first, 3), round(second, 3)]
+                line += f" (means of both orders; new first {first:.2f}x, baseline first {second:.2f}x)"
         if "baseline" in report and report["new"][phase]["candidate_us"]:
             new_us, old_us = report["new"][phase]["candidate_us"], report["baseline"][phase]["candidate_us"]
             ratios = [new_us[k] / old_us[k] for k in new_us if old_us.get(k)]
@@ -328,6 +343,12 @@ def main(argv: list[str] | None = None) -> int:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(report, indent=2) + "\n")
     return 0 if all(report["new"][p]["all_ok"] for p in phases) else 1
+
+
+def _per_minute(report: dict, label: str, phase: str) -> float:
+    """A server's rate: the mean of its runs in both orders when it was measured again (AGAIN)."""
+    runs = [report[name][phase]["per_minute"] for name in (label, label + AGAIN) if name in report]
+    return round(statistics.fmean(runs), 1)
 
 
 if __name__ == "__main__":
