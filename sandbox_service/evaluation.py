@@ -422,7 +422,7 @@ class JudgeLink:
         protocol = self._protocol(method, fresh_inputs)
         kept = self.lane.reference_times.get(protocol)
         if due is None:
-            due = kept is None or secrets.SystemRandom().random() < REFERENCE_REFRESH
+            due = self.reference_due(method, fresh_inputs)
         if kept is not None and not due:
             return kept
         for _ in range(1 if kept is not None else REFERENCE_FIRST_TIMINGS):

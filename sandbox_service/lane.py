@@ -69,16 +69,6 @@ IPC_MIN_BYTES = 256 << 20
 JUDGES_PER_TASK = 4
 JUDGES_PER_TASK_ENV = "TRITONRL_JUDGES_PER_TASK"
 CONTEXT_BYTES = 640 << 20
-
-
-def judges_per_task() -> int:
-    """JUDGES_PER_TASK, or the environment's TRITONRL_JUDGES_PER_TASK (a whole number of at least 1)."""
-    value = os.environ.get(JUDGES_PER_TASK_ENV, "").strip()
-    if not value:
-        return JUDGES_PER_TASK
-    if not value.isdigit() or int(value) < 1:
-        raise ValueError(f"{JUDGES_PER_TASK_ENV}={value!r}: expected a whole number of judges of at least 1")
-    return int(value)
 JUDGE_MEMORY_LIMIT_MB = 96 * 1024
 # How long an evaluation waits for the GPU to have its memory free (FreeMemory) before it ends infra_error: a
 # trainer's step or another evaluation gives memory back within minutes; a GPU held longer than this by others is
@@ -93,6 +83,16 @@ BUILD_TIMEOUT_S = 120.0
 # TRITONRL_CONTEXT_STARTS overrides it.
 CONTEXT_STARTS = 8
 CONTEXT_STARTS_ENV = "TRITONRL_CONTEXT_STARTS"
+
+
+def judges_per_task() -> int:
+    """JUDGES_PER_TASK, or the environment's TRITONRL_JUDGES_PER_TASK (a whole number of at least 1)."""
+    value = os.environ.get(JUDGES_PER_TASK_ENV, "").strip()
+    if not value:
+        return JUDGES_PER_TASK
+    if not value.isdigit() or int(value) < 1:
+        raise ValueError(f"{JUDGES_PER_TASK_ENV}={value!r}: expected a whole number of judges of at least 1")
+    return int(value)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -7,9 +7,8 @@ alone. Two methods:
   figure and moves 1.6-1.8x between processes: benchmarks/RESULTS.md). `lead_us` keeps the synchronisation
   but gives the GPU a spin of that length after it, before the start event, so that the call's kernels are
   queued by the time the GPU reaches the start: the figure is then the GPU's work alone, as long as the host
-  queues the call within the lead. A run where it did not (the start event already reached when the call's
-  launches return) is listed in `starved`: its figure includes the host's launch time, as the synchronised
-  protocol's always does.
+  queues the call within the lead (a run where it did not includes the host's launch time, as the synchronised
+  protocol's always does).
 - device_sync: a host clock around the call followed by a device-wide synchronize, which counts work
   on every stream. It is used whenever the candidate launched kernels on any stream other than the
   current one, so that side-stream work cannot escape the timer.
@@ -56,12 +55,11 @@ def summarize(times_ms: list[float], method: str) -> TimingStats:
 
 
 def time_cuda(fn: Callable[[], object], *, warmup: int, runs: int, method: str,
-              before_run: Callable[[int], object] | None = None, lead_us: float | None = None,
-              starved: list[int] | None = None) -> TimingStats:
+              before_run: Callable[[int], object] | None = None, lead_us: float | None = None) -> TimingStats:
     """Time `fn()` on the current CUDA device; `fn` must be a complete forward call. `before_run(i)`, when
     given, runs before the warm-up (with i = 0) and before each timed run i, outside what is timed (fresh
     inputs for every run). `lead_us` (cuda_events only): each run's start event after a GPU spin of that
-    length; `starved` collects the runs the host did not queue within it (module docstring)."""
+    length (module docstring)."""
     flush = torch.empty(l2_flush_bytes() // 4, dtype=torch.int32, device="cuda")
     lead_cycles = launch_lead_cycles(torch.cuda.current_device(), lead_us) \
         if method == CUDA_EVENTS and lead_us else 0
@@ -84,8 +82,6 @@ def time_cuda(fn: Callable[[], object], *, warmup: int, runs: int, method: str,
             if method == CUDA_EVENTS:
                 starts[i].record()
                 fn()
-                if lead_cycles and starved is not None and starts[i].query():
-                    starved.append(i)
                 ends[i].record()
             else:
                 t0 = time.perf_counter()

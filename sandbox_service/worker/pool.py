@@ -317,12 +317,10 @@ class TimingGate:
         and counted in flight once it is taken (a turn whose judge was busy waits again for the timings that came
         meanwhile: it holds nothing they need, since a timing takes its own judge's lock before the gate)."""
         with self._cond:
-            while self._writer or self._writers_waiting:
-                self._cond.wait()
+            self._cond.wait_for(self._no_timing)
         with judge_lock:
             with self._cond:
-                while self._writer or self._writers_waiting:
-                    self._cond.wait()
+                self._cond.wait_for(self._no_timing)
                 self._turns += 1
             try:
                 yield
@@ -331,12 +329,16 @@ class TimingGate:
                     self._turns -= 1
                     self._cond.notify_all()
 
+    def _no_timing(self) -> bool:
+        """No timing holds or waits for the gate (call with the condition held)."""
+        return not (self._writer or self._writers_waiting)
+
     @contextlib.contextmanager
     def shared_if_free(self) -> Iterator[bool]:
         """Whether no timing holds or waits for the GPU now, without waiting (for housekeeping that may be put
         off, Lane.relieve_memory)."""
         with self._cond:
-            free = not (self._writer or self._writers_waiting)
+            free = self._no_timing()
             if free:
                 self._housekeeping += 1
         try:

@@ -21,7 +21,7 @@ def stand_in_judge(reference, output_bytes: int = 1 << 20) -> types.SimpleNamesp
         time_reference=lambda method, fresh_inputs=False, due=None: reference(method, fresh_inputs))
 
 
-def time_on_the_cpu(fn, *, warmup, runs, method, before_run=None, lead_us=None, starved=None):
+def time_on_the_cpu(fn, *, warmup, runs, method, before_run=None, lead_us=None):
     """timing.time_cuda's calls in its order, without CUDA."""
     from sandbox_service import timing
 
