@@ -4,7 +4,10 @@ The sandbox names its processes (`trl-template`, `trl-judge`, `trl-builder`, `tr
 sampler reading /proc every `interval_s` can add up each role's user+system time; the server process is
 `server`. One-shot children live about a second, so their last slice between samples would be lost: the
 template reaps them, and its children's time (`cutime`+`cstime`) is the exact total for all of them
-(`reaped children`), beside the sampled per-role figures. Linux only; elsewhere every figure is empty.
+(`reaped children`), beside the sampled per-role figures. For the long-lived CUDA roles (THREAD_ROLES) the
+time is also split by thread: the main thread (Python, and the driver's calls made from it) as `executor:main
+thread`, the others (the CUDA driver's and torch's own) by their names, `executor:cuda-EvtHandlr` say. Linux
+only; elsewhere every figure is empty.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import time
 from collections import defaultdict
 
 TICK_S = 1.0 / os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 0.01
+THREAD_ROLES = ("executor", "judge")
 
 
 def pids() -> list[int]:
@@ -46,6 +50,28 @@ def _stat(pid: int) -> tuple[str, int, float, float] | None:
     return name, int(fields[1]), own, children
 
 
+def thread_cpu(pid: int) -> dict[int, tuple[str, float]]:
+    """Name and CPU seconds of each thread of a process ({thread id: (name, s)}; empty when it is gone)."""
+    try:
+        tids = [int(entry) for entry in os.listdir(f"/proc/{pid}/task")]
+    except OSError:
+        return {}
+    found = {}
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                text = f.read()
+        except OSError:
+            continue
+        fields = text[text.rindex(")") + 2:].split()
+        found[tid] = text[text.index("(") + 1: text.rindex(")")], (float(fields[11]) + float(fields[12])) * TICK_S
+    return found
+
+
+def _role(pid: int, name: str, server_pid: int) -> str:
+    return "server" if pid == server_pid else name.removeprefix("trl-") if name.startswith("trl-") else "untagged"
+
+
 def descendants(root: int, parents: dict[int, int]) -> set[int]:
     """`root` and every process below it, from a {pid: parent pid} map."""
     children: dict[int, list[int]] = defaultdict(list)
@@ -70,9 +96,12 @@ class RoleCPU:
         self.interval_s = interval_s
         self._first: dict[int, tuple[str, float, float]] = {}
         self._last: dict[int, tuple[str, float, float]] = {}
+        self._threads_first: dict[tuple[int, int], float] = {}
+        self._threads_last: dict[tuple[int, int], tuple[str, str, float]] = {}
         self._stop = threading.Event()
         self._sample()
         self._first = dict(self._last)
+        self._threads_first = {key: cpu for key, (*_, cpu) in self._threads_last.items()}
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._started = time.monotonic()
         self._thread.start()
@@ -83,6 +112,10 @@ class RoleCPU:
         for pid in tree & stats.keys():
             name, _, own, children = stats[pid]
             self._last[pid] = (name, own, children)
+            role = _role(pid, name, self.server_pid)
+            if role in THREAD_ROLES:
+                for tid, (thread, cpu) in thread_cpu(pid).items():
+                    self._threads_last[(pid, tid)] = (role, thread, cpu)
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval_s):
@@ -97,11 +130,11 @@ class RoleCPU:
         reaped = 0.0
         for pid, (name, own, children) in self._last.items():
             _, own0, children0 = self._first.get(pid, (name, 0.0, 0.0))
-            role = "server" if pid == self.server_pid else name.removeprefix("trl-") if name.startswith("trl-") \
-                else "untagged"
-            roles[role] += own - own0
+            roles[_role(pid, name, self.server_pid)] += own - own0
             if name == "trl-template":
                 reaped += children - children0
+        for (pid, tid), (role, thread, cpu) in self._threads_last.items():
+            roles[f"{role}:{'main thread' if tid == pid else thread}"] += cpu - self._threads_first.get((pid, tid), 0.0)
         out = {role: round(value, 2) for role, value in sorted(roles.items())}
         out["reaped children"] = round(reaped, 2)
         out["wall_s"] = round(time.monotonic() - self._started, 2)

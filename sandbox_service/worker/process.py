@@ -20,7 +20,7 @@ import threading
 import time
 from pathlib import Path
 
-from sandbox_service.worker import protocol
+from sandbox_service.worker import cuda_sync, protocol
 
 log = logging.getLogger(__name__)
 
@@ -132,7 +132,7 @@ def base_environment(backend: str, gpu: int | None, private_dir: Path, cpu_threa
         # torch.cuda.is_available() through NVML: the template must never initialise the CUDA driver,
         # or its forked children could not use CUDA.
         PYTORCH_NVML_BASED_CUDA_CHECK="1",
-        CUDA_VISIBLE_DEVICES="" if gpu is None else str(gpu),
+        CUDA_VISIBLE_DEVICES="" if gpu is None else visible_device(gpu),
         TRITON_CACHE_DIR=str(private_dir / "triton-cache"),
     )
     if backend == "interpreter":
@@ -141,7 +141,21 @@ def base_environment(backend: str, gpu: int | None, private_dir: Path, cpu_threa
         connections = os.environ.get(CUDA_CONNECTIONS_ENV, CUDA_CONNECTIONS)
         if connections != "0":
             env["CUDA_DEVICE_MAX_CONNECTIONS"] = connections
+        env[cuda_sync.SYNC_ENV] = cuda_sync.policy_from_env()
     return env
+
+
+def visible_device(gpu: int) -> str:
+    """How a child must name the server's GPU `gpu` in CUDA_VISIBLE_DEVICES. The server numbers the GPUs it sees,
+    so under a CUDA_VISIBLE_DEVICES of its own (a cluster's allocation, "2,3" or GPU UUIDs) its GPU 0 is that
+    list's first entry, not the machine's GPU 0."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is None:
+        return str(gpu)
+    entries = [entry.strip() for entry in visible.split(",") if entry.strip()]
+    if not 0 <= gpu < len(entries):
+        raise ValueError(f"GPU {gpu} is not among CUDA_VISIBLE_DEVICES={visible!r}")
+    return entries[gpu]
 
 
 def read_rss_mb(pid: int) -> float:
