@@ -99,6 +99,17 @@ def hold_summary(log_text: str) -> dict[str, float]:
             "batch_ms_median": round(statistics.median(batch), 2), "waited_ms_median": round(statistics.median(waited), 2)}
 
 
+def executor_cpu_summary(log_text: str) -> dict[str, float]:
+    """Mean CPU ms an executor spent per job in each stage (the server's DEBUG `executor CPU` lines, read from
+    /proc: sandbox_service/worker/cpu_trace.py), over the jobs whose executor was reused."""
+    jobs = re.findall(r"executor \d+ CPU ms by stage: (.*)", log_text)
+    totals: dict[str, float] = {}
+    for line in jobs:
+        for stage, ms in re.findall(r"([a-z_ ]+?) (-?[0-9.]+)(?:, |$)", line.strip()):
+            totals[stage] = totals.get(stage, 0.0) + float(ms)
+    return {stage: round(total / len(jobs), 1) for stage, total in totals.items()} | {"jobs": len(jobs)} if jobs else {}
+
+
 def outside_us(result) -> float | None:
     """What the server's own clock saw per timed run (its timing layer's detail), or None (the in-process design)."""
     for layer in result.layers:
@@ -149,13 +160,15 @@ def run_batch(client: SandboxClient, items: list, options: EvalOptions, concurre
              r.ref_time_us, r.candidate_timing.min_us if r.candidate_timing else None,
              r.candidate_timing.std_us if r.candidate_timing else None]
             for i, r in sorted(results.items()) if r.candidate_time_us]
-    hold = {}
+    hold, executor_cpu = {}, {}
     if server_log is not None:
         with open(server_log, errors="replace") as f:
             f.seek(log_start)
-            hold = hold_summary(f.read())
+            text = f.read()
+        hold, executor_cpu = hold_summary(text), executor_cpu_summary(text)
     return {
         "gpu_hold": hold,
+        "executor_cpu_ms_per_job": executor_cpu,
         "evaluations": len(items),
         "wall_s": round(wall, 2),
         "per_minute": round(len(items) / wall * 60, 1),
@@ -198,7 +211,8 @@ def measure(label: str, server: Server, size: str, repeats: int, phases: list[st
                   f"median duration {out[phase]['median_duration_s']} s; layers {out[phase]['median_layer_s']} "
                   f"(judges' own work {out[phase]['median_judge_work_s']} s); "
                   f"CPU s per evaluation {out[phase]['cpu_s_per_evaluation']}; server process "
-                  f"{out[phase]['server_cpu_share']} of a core; GPU held to time {out[phase]['gpu_hold']}", flush=True)
+                  f"{out[phase]['server_cpu_share']} of a core; GPU held to time {out[phase]['gpu_hold']}; executor CPU ms a "
+                  f"job by stage {out[phase]['executor_cpu_ms_per_job']}", flush=True)
             spreads = list(out[phase]["candidate_spread"].values())
             if spreads:
                 print(f"[{label}] {phase}: {timing_runs} timed runs; a candidate's time over its {repeats} "

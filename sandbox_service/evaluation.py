@@ -39,6 +39,7 @@ from sandbox_service.verifier.screen_pool import ScreenFailure, ScreenPool
 from sandbox_service.worker import messages as schema
 from sandbox_service.worker import harness, protocol, untrusted_files
 from sandbox_service.worker.conversation import STREAM_EVENTS, Cancelled, Deadline, MessageStream
+from sandbox_service.worker.cpu_trace import CpuTrace
 from sandbox_service.worker.pool import MemoryShort, gigabytes
 from sandbox_service.worker.process import Child, remove_tree
 from sandbox_service.worker.service import ServiceFailure
@@ -652,6 +653,7 @@ class _Evaluation:
         self.child: Child | None = None  # the process of the current phase: the candidate's, then the executor
         self.executor: Child | None = None
         self.messages: MessageStream | None = None  # the executor's stream (its last message is read on release)
+        self.cpu: CpuTrace | None = None  # the executor's CPU by stage of this job (the DEBUG log's)
         self.candidate_ran = False  # whether anything of the candidate's has run in `child` (its faults are its own)
         self.acquire_s = 0.0
         self.build_s = 0.0
@@ -697,6 +699,9 @@ class _Evaluation:
                 child.stop_watching()
                 remove_tree(self.folder)
                 if self._executor_stopped(child):
+                    if self.cpu is not None:
+                        child.cpu_released = self.cpu.last
+                        log.debug("executor %d CPU ms by stage: %s", child.pid, self.cpu.summary())
                     self.lane.executors.release(child)
                 else:
                     self.lane.executors.discard(child)
@@ -989,7 +994,8 @@ class _Evaluation:
         executor.receiver.max_bytes = CANDIDATE_FRAME_BYTES
         nonce = secrets.token_hex(16)
         # Closed once the executor is released or discarded (run): its last message is read on this stream.
-        self.messages = messages = MessageStream(executor, nonce, check, last=frozenset({"stopped"}))
+        self.cpu = CpuTrace(executor.pid, since=getattr(executor, "cpu_released", None))
+        self.messages = messages = MessageStream(executor, nonce, check, last=frozenset({"stopped"}), trace=self.cpu)
         deadline = Deadline(self.lane.freezer, self.options.timeout_s, of=executor)
         try:
             executor.send({**job, "nonce": nonce})

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from sandbox_service.worker import messages, protocol
+from sandbox_service.worker.cpu_trace import CpuTrace
 from sandbox_service.worker.process import Child
 
 
@@ -54,10 +55,11 @@ class MessageStream:
     """The candidate's messages, read on a thread; garbage or a missing nonce ends the stream.
 
     With `check` (messages.Schema.check), each message is checked as it arrives: one that breaks the
-    protocol ends the stream as `{"type": "malformed", "rule", "error"}`."""
+    protocol ends the stream as `{"type": "malformed", "rule", "error"}`. With `trace`, the child's CPU is read
+    as each well-formed message arrives (cpu_trace.py)."""
 
     def __init__(self, child: Child, nonce: str, check: Callable[[dict], dict] | None = None,
-                 last: frozenset[str] = frozenset()):
+                 last: frozenset[str] = frozenset(), trace: CpuTrace | None = None):
         self.queue: queue.Queue = queue.Queue(maxsize=QUEUE_MESSAGES)
         # Types after which the reader stops reading: the child's next messages belong to another conversation
         # (a reused executor's next job), which a reader still blocked on the channel would steal.
@@ -65,6 +67,7 @@ class MessageStream:
         self.child = child
         self.nonce = nonce
         self.check = check
+        self.trace = trace
         self.closed = threading.Event()
         self.thread = threading.Thread(target=self._pump, name="message-stream", daemon=True)
         self.thread.start()
@@ -112,6 +115,8 @@ class MessageStream:
                     self._put({"type": "malformed", "rule": messages.CHANNEL_RULE,
                                "error": f"unreadable {message['type']!r} message: {type(exc).__name__}"})
                     return
+            if self.trace is not None:
+                self.trace.mark(message["type"])
             if not self._put(message) or message["type"] in self.last:
                 return
 
