@@ -119,6 +119,7 @@ def main(argv: list[str]) -> int:
     from sandbox_service.worker import child_main
 
     warnings = jail.support().warnings() + child_main.prepare_template(backend)
+    child_main.settle_heap()  # before any fork: no child's collections walk (and write) the template's objects
     _send(sock, {"type": "ready", "pid": os.getpid(), "warnings": warnings})
     while True:
         _reap(sock)
