@@ -190,6 +190,9 @@ def run_batch(client: SandboxClient, items: list, options: EvalOptions, concurre
         "speedup": {k: round(statistics.median(v), 3) for k, v in sorted(speedups.items())},
         "executor_over_outside": {k: round(statistics.median(v), 3) for k, v in sorted(outside.items())},
         "timed_evaluations": each,
+        # evaluations timed twice (the first batch not trusted: evaluation.TIMING_ATTEMPTS), each a second hold
+        "second_batches": sum(1 for r in results.values() for l in r.layers
+                              if l.name == "timing" and l.detail.count("server's clock saw") > 1),
     }
 
 
@@ -211,7 +214,8 @@ def measure(label: str, server: Server, size: str, repeats: int, phases: list[st
                   f"median duration {out[phase]['median_duration_s']} s; layers {out[phase]['median_layer_s']} "
                   f"(judges' own work {out[phase]['median_judge_work_s']} s); "
                   f"CPU s per evaluation {out[phase]['cpu_s_per_evaluation']}; server process "
-                  f"{out[phase]['server_cpu_share']} of a core; GPU held to time {out[phase]['gpu_hold']}; executor CPU ms a "
+                  f"{out[phase]['server_cpu_share']} of a core; GPU held to time {out[phase]['gpu_hold']} "
+                  f"(timed twice: {out[phase]['second_batches']}); executor CPU ms a "
                   f"job by stage {out[phase]['executor_cpu_ms_per_job']}", flush=True)
             spreads = list(out[phase]["candidate_spread"].values())
             if spreads:
