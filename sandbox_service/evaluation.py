@@ -1417,7 +1417,7 @@ class _Evaluation:
             raise _Finish(Status.INCORRECT, f"a timed run's outputs (on fresh inputs) were wrong: {answer['message']}")
 
     def _timed_order(self, order: dict, answer: str, messages: MessageStream, deadline: Deadline, job: dict) -> float:
-        """Send `order`, wait for `answer`; the seconds between, on the server's clock (to the answer's arrival)."""
+        """Send `order`, wait for `answer`; the seconds between, on the server's clock."""
         started = time.monotonic()
         self.child.send(order)
         while True:
@@ -1433,7 +1433,7 @@ class _Evaluation:
             if kind in ("build_request", "ptxas_request"):
                 self._build(kind, message, deadline)
             elif kind == answer:
-                return messages.arrived.get(answer, time.monotonic()) - started
+                return time.monotonic() - started
 
     def _time_in_process(self, messages: MessageStream, deadline: Deadline, job: dict) -> None:
         """The in-process design's timing: the candidate process times itself (its report is its word)."""

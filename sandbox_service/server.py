@@ -14,7 +14,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import os
 import signal
 import sys
 import threading
@@ -48,7 +47,6 @@ from tritonrl.sandbox.v1 import sandbox_pb2_grpc as pb_grpc
 log = logging.getLogger(__name__)
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["Sandbox"].full_name
-SWITCH_INTERVAL_ENV = "TRITONRL_SWITCH_INTERVAL_MS"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -230,7 +228,6 @@ class SandboxServer:
         return f"{host}:{self.port}"
 
     def start(self) -> SandboxServer:
-        set_switch_interval()
         self._grpc.start()
         for name in ("", SERVICE_NAME):
             self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
@@ -250,22 +247,6 @@ class SandboxServer:
 
     def wait(self) -> None:
         self._stopped.wait()
-
-
-def set_switch_interval() -> None:
-    """How long one of the lane's threads may keep the GIL while another waits for it (CPython's default: 5 ms):
-    TRITONRL_SWITCH_INTERVAL_MS, when set. Every clock reading the server takes (a timed batch's length among them)
-    can wait that long behind a busy thread."""
-    value = os.environ.get(SWITCH_INTERVAL_ENV)
-    if not value:
-        return
-    try:
-        interval_ms = float(value)
-    except ValueError:
-        interval_ms = -1.0
-    if not 0 < interval_ms <= 100:
-        raise ValueError(f"{SWITCH_INTERVAL_ENV}={value!r}: expected milliseconds in (0, 100]")
-    sys.setswitchinterval(interval_ms / 1000)
 
 
 def make_server(config: ServerConfig) -> SandboxServer | FanoutServer:

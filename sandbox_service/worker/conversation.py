@@ -68,9 +68,6 @@ class MessageStream:
         self.nonce = nonce
         self.check = check
         self.trace = trace
-        # When each type's last message came off the channel, by the reader's clock: a timed batch's length is
-        # measured to it, not to when a busy server's evaluation thread got round to the queue.
-        self.arrived: dict[str, float] = {}
         self.closed = threading.Event()
         self.thread = threading.Thread(target=self._pump, name="message-stream", daemon=True)
         self.thread.start()
@@ -93,7 +90,6 @@ class MessageStream:
         while True:
             try:
                 message = self.child.receive()
-                arrived = time.monotonic()
             except (protocol.ChannelClosed, OSError):
                 self._put({"type": "exited"})
                 return
@@ -121,7 +117,6 @@ class MessageStream:
                     return
             if self.trace is not None:
                 self.trace.mark(message["type"])
-            self.arrived[message["type"]] = arrived
             if not self._put(message) or message["type"] in self.last:
                 return
 

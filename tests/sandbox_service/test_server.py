@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import socket
-import sys
 import threading
 import time
 
@@ -215,23 +214,3 @@ def test_graceful_shutdown_answers_everything_and_stops_serving():
     assert len(answers) == 2
     assert all(getattr(a, "status", None) == Status.INFRA_ERROR or isinstance(a, grpc.StatusCode) for a in answers)
     assert any(getattr(a, "status", None) == Status.INFRA_ERROR for a in answers)
-
-
-def test_the_switch_interval_comes_from_the_environment_and_nonsense_is_refused(monkeypatch):
-    from sandbox_service import server
-
-    before = sys.getswitchinterval()
-    try:
-        monkeypatch.setenv(server.SWITCH_INTERVAL_ENV, "0.5")
-        server.set_switch_interval()
-        assert sys.getswitchinterval() == pytest.approx(0.0005)
-        for nonsense in ("0", "-1", "fast", "1000"):
-            monkeypatch.setenv(server.SWITCH_INTERVAL_ENV, nonsense)
-            with pytest.raises(ValueError, match="TRITONRL_SWITCH_INTERVAL_MS"):
-                server.set_switch_interval()
-        monkeypatch.delenv(server.SWITCH_INTERVAL_ENV)
-        sys.setswitchinterval(before)
-        server.set_switch_interval()
-        assert sys.getswitchinterval() == before  # unset: CPython's own
-    finally:
-        sys.setswitchinterval(before)
