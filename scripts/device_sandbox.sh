@@ -9,8 +9,6 @@
 #                                               # .device_carry/datasets and .device_carry/kb_harness), server log kept
 #   bash scripts/device_sandbox.sh judged       # the same comparison with every pair through the harness (about
 #                                               # 420 s; L1/47's process takes 98-114 s) and no sequential rounds: one call
-#   bash scripts/device_sandbox.sh sync         # the CUDA children's sync policies side by side (auto, blocking,
-#                                               # blocking, auto): rates and each role's CPU by thread
 #   bash scripts/device_sandbox.sh gpus         # all GPUs of the host against one (all, one, one, all)
 #   bash scripts/device_sandbox.sh spread       # how far a kernel's timed figure moves: between fresh processes per
 #                                               # protocol, and in the server one evaluation at a time (about 170 s)
@@ -64,18 +62,12 @@ for stage in "$@"; do
         --kernelbench-harness .device_carry/kb_harness --harness-budget 500 --harness-timeout 150 \
         --server-log "$OUT/judged_server.log" --out "$OUT/judged.json" > "$OUT/judged.txt" 2>&1
       ;;
-    sync)
-      python3 benchmarks/sandbox_rl_throughput.py --size gpu --backend cuda --workers 16 \
-        --repeats "${REPEATS:-10}" --timing-runs "${TIMING_RUNS:-100}" --variant blocking:TRITONRL_CUDA_SYNC=blocking \
-        --variant blocking_2:TRITONRL_CUDA_SYNC=blocking --variant auto_2:TRITONRL_CUDA_SYNC=auto \
-        --out "$OUT/sync.json" > "$OUT/sync.txt" 2>&1
-      ;;
     gpus)
       gpus=$(nvidia-smi -L | wc -l)
       python3 benchmarks/sandbox_rl_throughput.py --size gpu --backend cuda --workers 16 \
         --concurrency $(( 64 * gpus )) --repeats "${REPEATS:-20}" --timing-runs "${TIMING_RUNS:-100}" \
         --variant one_gpu:CUDA_VISIBLE_DEVICES=0 --variant one_gpu_2:CUDA_VISIBLE_DEVICES=0 \
-        --variant all_gpus_2:TRITONRL_CUDA_SYNC="${TRITONRL_CUDA_SYNC:-auto}" \
+        --variant all_gpus_2: \
         --out "$OUT/gpus.json" > "$OUT/gpus.txt" 2>&1
       ;;
     spread)

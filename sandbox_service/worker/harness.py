@@ -212,9 +212,6 @@ def init_cuda() -> None:
     """Create this process's CUDA context and Triton's view of the device before the job arrives."""
     import triton
 
-    from sandbox_service.worker import cuda_sync
-
-    cuda_sync.set_policy(cuda_sync.policy_from_env())
     torch.cuda.init()
     torch.empty(1, device="cuda")
     torch.cuda.synchronize()

@@ -20,7 +20,7 @@ import threading
 import time
 from pathlib import Path
 
-from sandbox_service.worker import cuda_sync, protocol
+from sandbox_service.worker import protocol
 
 log = logging.getLogger(__name__)
 
@@ -141,7 +141,6 @@ def base_environment(backend: str, gpu: int | None, private_dir: Path, cpu_threa
         connections = os.environ.get(CUDA_CONNECTIONS_ENV, CUDA_CONNECTIONS)
         if connections != "0":
             env["CUDA_DEVICE_MAX_CONNECTIONS"] = connections
-        env[cuda_sync.SYNC_ENV] = cuda_sync.policy_from_env()
     return env
 
 

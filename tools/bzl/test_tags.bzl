@@ -32,5 +32,4 @@ TEST_TAGS = {
     "tests/sandbox_service/test_fanout.py": ["gpu"],
     "tests/sandbox_service/test_gpu.py": ["gpu"],
     "tests/sandbox_service/test_reward.py": ["slow"],
-    "tests/sandbox_service/worker/test_cuda_sync.py": ["gpu"],
 }
