@@ -99,6 +99,29 @@ def hold_summary(log_text: str) -> dict[str, float]:
             "batch_ms_median": round(statistics.median(batch), 2), "waited_ms_median": round(statistics.median(waited), 2)}
 
 
+def batch_summary(log_text: str, calls: int) -> dict[str, Any]:
+    """The timed batches the server's clock trusted against those it did not (the floor bound, or the batch read
+    no longer than the empty one: evaluation._TimedAttempt), from its DEBUG `timing:` lines: per group, medians of
+    the batch's excess over the empty batch, the executor's CPU during the batch (about the batch's length when
+    its process ran throughout, less when it waited off the CPU) and the checked runs. `calls`: warm-up + timed."""
+    found = re.findall(r"\(batch ([0-9.]+) ms, empty batch ([0-9.]+) ms\); the batch checked ([0-9]+) runs, the "
+                       r"executor's CPU in it ([0-9.na]+) ms, its median ([0-9.]+) us", log_text)
+    groups: dict[str, list[tuple[float, ...]]] = {"trusted": [], "not trusted": []}
+    for batch, empty, checked, cpu, median in found:
+        batch_ms, empty_ms, median_us = float(batch), float(empty), float(median)
+        outside_us = max(0.0, batch_ms - empty_ms) * 1e3 / max(1, calls)
+        trusted = median_us >= 0.5 * outside_us and batch_ms > empty_ms
+        groups["trusted" if trusted else "not trusted"].append(
+            (batch_ms, batch_ms - empty_ms, float(cpu), int(checked), median_us, outside_us))
+    out: dict[str, Any] = {}
+    for name, rows in groups.items():
+        if rows:
+            medians = [round(statistics.median(column), 2) for column in zip(*rows)]
+            out[name] = {"batches": len(rows), **dict(zip(("batch_ms", "excess_ms", "executor_cpu_ms", "checked_runs",
+                                                           "executor_median_us", "outside_us"), medians))}
+    return out
+
+
 def executor_cpu_summary(log_text: str) -> dict[str, float]:
     """Mean CPU ms an executor spent per job in each stage (the server's DEBUG `executor CPU` lines, read from
     /proc: sandbox_service/worker/cpu_trace.py), over the jobs whose executor was reused."""
@@ -160,14 +183,16 @@ def run_batch(client: SandboxClient, items: list, options: EvalOptions, concurre
              r.ref_time_us, r.candidate_timing.min_us if r.candidate_timing else None,
              r.candidate_timing.std_us if r.candidate_timing else None]
             for i, r in sorted(results.items()) if r.candidate_time_us]
-    hold, executor_cpu = {}, {}
+    hold, executor_cpu, batches = {}, {}, {}
     if server_log is not None:
         with open(server_log, errors="replace") as f:
             f.seek(log_start)
             text = f.read()
         hold, executor_cpu = hold_summary(text), executor_cpu_summary(text)
+        batches = batch_summary(text, options.warmup_runs + options.timing_runs)
     return {
         "gpu_hold": hold,
+        "timed_batches": batches,
         "executor_cpu_ms_per_job": executor_cpu,
         "evaluations": len(items),
         "wall_s": round(wall, 2),
@@ -215,7 +240,7 @@ def measure(label: str, server: Server, size: str, repeats: int, phases: list[st
                   f"(judges' own work {out[phase]['median_judge_work_s']} s); "
                   f"CPU s per evaluation {out[phase]['cpu_s_per_evaluation']}; server process "
                   f"{out[phase]['server_cpu_share']} of a core; GPU held to time {out[phase]['gpu_hold']} "
-                  f"(timed twice: {out[phase]['second_batches']}); executor CPU ms a "
+                  f"(timed twice: {out[phase]['second_batches']}; batches {out[phase]['timed_batches']}); executor CPU ms a "
                   f"job by stage {out[phase]['executor_cpu_ms_per_job']}", flush=True)
             spreads = list(out[phase]["candidate_spread"].values())
             if spreads:

@@ -1351,7 +1351,9 @@ class _Evaluation:
                 empty_s = min(measured if empty_s is None else [*measured, empty_s])
                 self.lane.empty_batch_s[batch_key] = empty_s
             order = timing_order(self.options.timing_runs, self.timing_checks)
+            cpu = CpuTrace(getattr(self.child, "pid", -1))  # stand-in evaluations in tests have no process
             batch_s = self._timed_order(order, "timing", messages, deadline, job)
+            cpu.mark("timing")
             candidate = TimingStats(**self.seen["timing"]["candidate"])
             # The reference is timed as the executor times candidates (CUDA events), whatever its message says: a
             # figure forged in the executor's memory does not choose the reference's protocol (red team 13).
@@ -1359,8 +1361,10 @@ class _Evaluation:
             reference = self.judge.time_reference(EXECUTOR_TIMING_METHOD, fresh_inputs=True, due=reference_due)
             deadline.extend(time.monotonic() - timing_reference)  # the judge's time, not the candidate's
             held_s = time.monotonic() - started
-        log.debug("timing: waited %.1f ms for the GPU, held it %.1f ms (batch %.1f ms, empty batch %.1f ms)",
-                  (started - waited) * 1e3, held_s * 1e3, batch_s * 1e3, empty_s * 1e3)
+        log.debug("timing: waited %.1f ms for the GPU, held it %.1f ms (batch %.1f ms, empty batch %.1f ms); the batch "
+                  "checked %d runs, the executor's CPU in it %.1f ms, its median %.1f us", (started - waited) * 1e3,
+                  held_s * 1e3, batch_s * 1e3, empty_s * 1e3, len(order["checked_runs"]),
+                  cpu.stages.get("timing", float("nan")) * 1e3, candidate.median_us)
         # The judge's comparisons share the GPU: after the hold, the hand-overs by file in one turn of the judge
         # (one wait for the gate, not one per check). A run's call follows the warm-up's.
         together = []
