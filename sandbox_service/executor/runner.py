@@ -33,6 +33,7 @@ from sandbox_service.worker import handover, harness
 from sandbox_service.worker.protocol import ChannelClosed, Receiver
 
 Emit = Callable[..., None]
+KERNEL_MODULE_PREFIX = "tritonrl_kernels_"  # each job's kernels: a module of its own, named with the job's number
 _jobs = 0
 
 
@@ -142,7 +143,7 @@ def _run(job: dict, emit: Emit, control: Receiver, device: torch.device) -> None
         check_program(program)
         if len(program["sets"]) != len(sets):
             raise ProgramError(f"a program for {len(program['sets'])} input sets; the task has {len(sets)}")
-        module = kernel_module.load_kernels(program["kernels"], Path(job["folder"]), f"tritonrl_kernels_{_jobs}")
+        module = kernel_module.load_kernels(program["kernels"], Path(job["folder"]), f"{KERNEL_MODULE_PREFIX}{_jobs}")
         constants = _constants(program, job["constants_path"], device)
         replays = [Replay(s, module, {r: constants[r] for r in s["constants"]}, device, Policy(job["policy"]))
                    for s in program["sets"]]
@@ -431,13 +432,26 @@ def _time(emit: Emit, fn, job: dict, reply: str, before_run=None) -> bool:
     return True
 
 
+def _forget_jit_functions(prefix: str) -> None:
+    """Triton keeps every JITFunction it makes in a module-level registry ("module:qualname"); each job's kernels
+    live in a module of a new name, so without this every job's kernels (their globals, compiled binaries and
+    loaded GPU modules) stayed for the executor's whole life (red team 15)."""
+    from triton.runtime import jit
+
+    registry = getattr(jit, "_triton_jit_function_registry", None)
+    if isinstance(registry, dict):
+        for key in [k for k in registry if isinstance(k, str) and k.startswith(prefix)]:
+            del registry[key]
+
+
 def forget_job() -> None:
     """Between jobs of a reused executor: drop the last job's kernels, zero the memory it freed (scrub.py)
     and give it back."""
     import sys
 
-    for name in [n for n in sys.modules if n.startswith("tritonrl_kernels_") or n.startswith("tritonrl_reference")]:
+    for name in [n for n in sys.modules if n.startswith(KERNEL_MODULE_PREFIX) or n.startswith("tritonrl_reference")]:
         del sys.modules[name]
+    _forget_jit_functions(KERNEL_MODULE_PREFIX)
     gc.collect()
     if torch.cuda.is_initialized():
         torch.cuda.ipc_collect()  # outputs handed over by IPC, once the judge let go of them

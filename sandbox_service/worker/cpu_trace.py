@@ -13,12 +13,12 @@ TICK_S = 1.0 / os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 0.01
 def cpu_seconds(pid: int) -> float | None:
     """User and system CPU seconds of a process so far, or None when it is gone (or there is no /proc)."""
     try:
-        with open(f"/proc/{pid}/stat") as f:
+        with open(f"/proc/{pid}/stat", "rb") as f:  # bytes: a process's name need not be text
             text = f.read()
-    except OSError:
+        fields = text[text.rindex(b")") + 2:].split()
+        return (int(fields[11]) + int(fields[12])) * TICK_S
+    except (OSError, ValueError, IndexError):
         return None
-    fields = text[text.rindex(")") + 2:].split()
-    return (int(fields[11]) + int(fields[12])) * TICK_S
 
 
 class CpuTrace:

@@ -39,6 +39,7 @@ _INHERITED_ENV = (
     "LD_LIBRARY_PATH",
     "CUDA_HOME",
     "CUDA_PATH",
+    "CUDA_DEVICE_ORDER",  # the order the server numbered its GPUs in: visible_device's names are read in it
     "TRITON_PTXAS_PATH",
     "TRITON_LIBCUDA_PATH",
     "TRITON_HOME",
@@ -151,8 +152,8 @@ def visible_device(gpu: int) -> str:
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     if visible is None:
         return str(gpu)
-    entries = [entry.strip() for entry in visible.split(",") if entry.strip()]
-    if not 0 <= gpu < len(entries):
+    entries = [entry.strip() for entry in visible.split(",")]
+    if not 0 <= gpu < len(entries) or not all(entries[: gpu + 1]):
         raise ValueError(f"GPU {gpu} is not among CUDA_VISIBLE_DEVICES={visible!r}")
     return entries[gpu]
 

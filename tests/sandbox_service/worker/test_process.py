@@ -31,3 +31,15 @@ def test_a_gpu_outside_the_allocation_is_an_error_not_another_gpu(monkeypatch):
 def test_the_interpreter_s_children_see_no_gpu(monkeypatch, tmp_path: Path):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2")
     assert base_environment("interpreter", None, tmp_path, 1)["CUDA_VISIBLE_DEVICES"] == ""
+
+
+def test_an_empty_entry_ends_the_list_as_it_does_for_cuda(monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", ",2,3")
+    with pytest.raises(ValueError):
+        visible_device(0)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,,3")
+    assert visible_device(0) == "2"
+    with pytest.raises(ValueError):
+        visible_device(2)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3,")
+    assert visible_device(1) == "3"
