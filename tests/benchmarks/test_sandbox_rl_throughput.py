@@ -21,9 +21,10 @@ def test_timed_batches_are_split_by_whether_the_server_s_clock_trusted_them():
             "batch checked {checked} runs, the executor's CPU in it {cpu} ms, its median {median} us\n")
     log = (line.format(held=12, batch=8.3, checked=4, cpu=8.0, median=60.0)  # 100 us a run outside: trusted
            + line.format(held=30, batch=25.0, checked=7, cpu=9.0, median=60.0)  # 606 us a run: the floor binds
-           + line.format(held=9, batch=4.0, checked=5, cpu=4.0, median=60.0))  # shorter than the empty batch
+           + line.format(held=9, batch=4.0, checked=5, cpu=4.0, median=60.0)  # shorter than the empty batch
+           + line.format(held=9, batch=4.5, checked=5, cpu=20.0, median=60.0))
     out = bench.batch_summary(log, calls=33)
     assert out["trusted"]["batches"] == 1 and out["trusted"]["outside_us"] == 100.0
-    assert out["not trusted"]["batches"] == 2 and out["not trusted"]["checked_runs"] == 6.0
-    assert out["not trusted"]["executor_cpu_ms"] == 6.5 and out["not trusted"]["excess_ms"] == 9.5
+    assert out["not trusted"]["batches"] == 3 and out["not trusted"]["checked_runs"] == 5.0
+    assert out["not trusted"]["executor_cpu_ms"] == 11.0 and out["not trusted"]["excess_ms"] == -0.5  # mean, median
     assert bench.batch_summary("", calls=33) == {}
