@@ -47,8 +47,12 @@ case "${1:-}" in
     fi
     [[ -n "${TRITONRL_SMOLLM2_GGUF:-}" ]] || { echo "the SmolLM2 GGUF has not arrived (both parts?)" >&2; exit 1; }
     if running; then echo "already running (pid $(cat "$PIDFILE"))"; exit 0; fi
+    # Several GPUs: the commands are spread over all of them, one GPU each (a --gpus among the arguments wins).
+    count=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
+    spread=()
+    (( count > 1 )) && spread=(--gpus "$(seq -s, 0 $((count - 1)))")
     setsid nohup python3 -m jaxrl.recipes.learning --output-root "$RUNS" --keep-going --stages "$STAGES" \
-      "$@" >>"$LOG" 2>&1 < /dev/null &
+      "${spread[@]}" "$@" >>"$LOG" 2>&1 < /dev/null &
     echo $! >"$PIDFILE"
     echo "started the recipe, pid $(cat "$PIDFILE"), log $LOG"
     ;;

@@ -105,8 +105,11 @@ class Plan:
                                                      ("eval", "0.1"))
     sandbox_backend: str = "cuda"
     sandbox_workers: int = 16
-    max_parallel: int = 4  # commands of one step running at once (a stage's evaluations, the GRPO runs)
+    max_parallel: int = 4  # commands of one step running at once on a GPU (a stage's evaluations, the GRPO runs)
     max_training: int = 2  # of which training (sft, grpo): two GRPO runs and the sandbox fill the GPU's memory
+    # The GPUs commands are spread over, as CUDA_VISIBLE_DEVICES names them (each command sees one; the sandbox
+    # serves on all of them). Empty: every command sees what the recipe sees (one GPU: all share it).
+    gpus: tuple[str, ...] = ()
     seeds: tuple[int, ...] = (0, 1)  # each GRPO arm runs once per seed (grpo.seed and sampling.seed)
     report_out: Path | None = None  # where the report goes (None: <output root>/issue21-report)
     # GRPO trains on the tasks with at least this many correct of the filter's samples and at least one wrong:
@@ -172,9 +175,11 @@ def _command(plan: Plan, command: str, config: str, *extra: str, last: Sequence[
     return Command(argv, command, names[-1] if names else RUN_NAMES.get(config, Path(config).stem))
 
 
-def _env(plan: Plan, kind: str) -> dict[str, str]:
+def _env(plan: Plan, kind: str, gpu: str | None = None) -> dict[str, str]:
     env = {**os.environ, "XLA_PYTHON_CLIENT_MEM_FRACTION": dict(plan.memory_fractions)[kind],
            "XLA_PYTHON_CLIENT_PREALLOCATE": "false", "PYTHONUNBUFFERED": "1"}
+    if gpu is not None:
+        env["CUDA_VISIBLE_DEVICES"] = gpu
     # One compilation cache for every process of the recipe: evaluations of one model compile the same programs.
     env.setdefault("JAX_COMPILATION_CACHE_DIR", str(plan.output_root / "jax-cache"))
     return env
@@ -194,11 +199,12 @@ def sandbox_address(plan: Plan) -> str:
     ready = plan.output_root / "learn-sandbox.ready"
     ready.unlink(missing_ok=True)
     log = open(plan.output_root / "learn-sandbox.log", "ab")
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": ",".join(plan.gpus)} if plan.gpus else None
     process = subprocess.Popen(
         [sys.executable, "-m", "sandbox_service", "serve", "--host", "127.0.0.1", "--port", "0",
          "--backend", plan.sandbox_backend, "--workers", str(plan.sandbox_workers), "--queue", "512",
          "--gpu-memory-fraction", SANDBOX_MEMORY_FRACTION, "--ready-file", str(ready)],
-        stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env,
     )
     deadline = time.monotonic() + 300
     while not ready.exists():
@@ -213,13 +219,23 @@ def sandbox_address(plan: Plan) -> str:
 TRAINING = ("sft", "grpo")
 
 
-def _next_command(pending: list[Command], running: Sequence[Command], plan: Plan) -> Command | None:
-    """The first pending command that may start now: `plan.max_parallel` commands at once, of which at most
-    `plan.max_training` train (an evaluation waiting behind a training run that may not start goes first)."""
-    if len(running) >= plan.max_parallel:
-        return None
-    training = sum(c.kind in TRAINING for c in running)
-    return next((c for c in pending if c.kind not in TRAINING or training < plan.max_training), None)
+def _next_command(pending: list[Command], running: Sequence[tuple[Command, str | None]],
+                  plan: Plan) -> tuple[Command, str | None] | None:
+    """The first pending command that may start now, and its GPU: on each GPU (or on the one shared device when
+    `plan.gpus` is empty) `plan.max_parallel` commands at once, of which at most `plan.max_training` train (an
+    evaluation waiting behind a training run that may not start goes first). A command goes to the GPU with the
+    fewest commands running, then the fewest training, then the first listed."""
+    def load(gpu: str | None) -> tuple[int, int]:
+        here = [c for c, g in running if g == gpu]
+        return len(here), sum(c.kind in TRAINING for c in here)
+
+    for command in pending:
+        fits = [(load(gpu), index, gpu) for index, gpu in enumerate(plan.gpus or (None,))
+                if load(gpu)[0] < plan.max_parallel
+                and (command.kind not in TRAINING or load(gpu)[1] < plan.max_training)]
+        if fits:
+            return command, min(fits)[2]
+    return None
 
 
 def run_commands(commands: Sequence[Command], plan: Plan) -> list[str]:
@@ -227,17 +243,18 @@ def run_commands(commands: Sequence[Command], plan: Plan) -> list[str]:
 
     A failure does not stop the others: every command resumes, so what finished is kept."""
     pending = list(commands)
-    running: list[tuple[Command, subprocess.Popen]] = []
+    running: list[tuple[Command, str | None, subprocess.Popen]] = []
     failed = []
     while pending or running:
-        while (command := _next_command(pending, [c for c, _ in running], plan)) is not None:
+        while (chosen := _next_command(pending, [(c, g) for c, g, _ in running], plan)) is not None:
+            command, gpu = chosen
             pending.remove(command)
-            print(f"learning: start {command.label}", flush=True)
-            running.append((command, subprocess.Popen(command.argv, env=_env(plan, command.kind))))
+            print(f"learning: start {command.label}" + ("" if gpu is None else f" on GPU {gpu}"), flush=True)
+            running.append((command, gpu, subprocess.Popen(command.argv, env=_env(plan, command.kind, gpu))))
         time.sleep(0.5)
-        for entry in [e for e in running if e[1].poll() is not None]:
+        for entry in [e for e in running if e[2].poll() is not None]:
             running.remove(entry)
-            command, process = entry
+            command, _, process = entry
             print(f"learning: {command.label} exited {process.returncode}", flush=True)
             if process.returncode != 0:
                 failed.append(command.label)
@@ -520,8 +537,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--budget-s", type=float, help="start no step after this many seconds")
     parser.add_argument("--sandbox-backend", default="cuda", choices=("cuda", "interpreter"))
     parser.add_argument("--sandbox-workers", type=int, default=16)
-    parser.add_argument("--max-parallel", type=int, default=4, help="commands of one step running at once")
+    parser.add_argument("--max-parallel", type=int, default=4, help="commands of one step running at once on a GPU")
     parser.add_argument("--max-training", type=int, default=2, help="of which training commands (sft, grpo)")
+    parser.add_argument("--gpus", default="", help="comma-separated GPUs, as CUDA_VISIBLE_DEVICES names them, to "
+                                                   "spread the commands over, one GPU each (default: all share "
+                                                   "what the recipe sees)")
     parser.add_argument("--seeds", default="0,1", help="the GRPO seeds: each arm runs once per seed")
     parser.add_argument("--report-out", type=Path,
                         help="the report's folder (default <output root>/issue21-report; docs/learning for the record)")
@@ -539,6 +559,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"unknown evaluation sets {unknown}")
     if args.max_parallel < 1 or args.max_training < 1:
         parser.error("--max-parallel and --max-training must be >= 1")
+    gpus = tuple(gpu.strip() for gpu in args.gpus.split(",")) if args.gpus.strip() else ()
+    if any(not gpu for gpu in gpus) or len(set(gpus)) != len(gpus):
+        parser.error(f"--gpus wants distinct comma-separated GPU names, got {args.gpus!r}")
     try:
         seeds = tuple(int(seed) for seed in args.seeds.split(","))
     except ValueError:
@@ -556,7 +579,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     plan = Plan(args.output_root.resolve(), tuple(args.set), args.base_model, eval_sets,
                 memory_fractions=tuple(memory.items()), sandbox_backend=args.sandbox_backend,
                 sandbox_workers=args.sandbox_workers, max_parallel=args.max_parallel,
-                max_training=args.max_training, seeds=seeds, report_out=args.report_out)
+                max_training=args.max_training, gpus=gpus, seeds=seeds, report_out=args.report_out)
     steps = [s for s in args.stages.split(",") if s]
     for part in (p for step in steps for p in step.split("+")):
         try:
