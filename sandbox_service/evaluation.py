@@ -1351,7 +1351,7 @@ class _Evaluation:
                 empty_s = min(measured if empty_s is None else [*measured, empty_s])
                 self.lane.empty_batch_s[batch_key] = empty_s
             order = timing_order(self.options.timing_runs, self.timing_checks)
-            cpu = CpuTrace(getattr(self.child, "pid", -1))  # stand-in evaluations in tests have no process
+            cpu = CpuTrace(self.child.pid)
             batch_s = self._timed_order(order, "timing", messages, deadline, job)
             cpu.mark("timing")
             candidate = TimingStats(**self.seen["timing"]["candidate"])

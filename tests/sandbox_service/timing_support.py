@@ -5,6 +5,7 @@ figure, and the server's clock a given time per call beyond the empty batch's.""
 from __future__ import annotations
 
 import contextlib
+import os
 import types
 
 from sandbox_service.evaluation import EXPECTED_TIMING_CHECKS, _Evaluation
@@ -56,7 +57,7 @@ def time_with(batches: list[tuple[float, float]], empty_extra_us: list[float] | 
     lane = lane if lane is not None else stand_in_lane()
     reference = TimingStats(REFERENCE_US, REFERENCE_US, 0.0, REFERENCE_US, REFERENCE_US, 100)
     evaluation = types.SimpleNamespace(
-        lane=lane, options=options, child=None, result=EvalResult(Status.INFRA_ERROR), seen={},
+        lane=lane, options=options, child=types.SimpleNamespace(pid=os.getpid()), result=EvalResult(Status.INFRA_ERROR), seen={},
         problem=types.SimpleNamespace(key="task"), timing_checks=EXPECTED_TIMING_CHECKS, remeasure_empty=False,
         judge=stand_in_judge(lambda method, fresh_inputs: reference))
 

@@ -38,6 +38,7 @@ order without CUDA (timing_support.time_on_the_cpu), and the server's side with 
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 import types
 
@@ -159,7 +160,7 @@ def test_the_executor_design_times_the_reference_as_the_executor_times_candidate
         return TimingStats(**_stats(400.0))
 
     evaluation_ = types.SimpleNamespace(
-        lane=lane, options=options, child=None, result=EvalResult(Status.INFRA_ERROR), seen={},
+        lane=lane, options=options, child=types.SimpleNamespace(pid=os.getpid()), result=EvalResult(Status.INFRA_ERROR), seen={},
         problem=types.SimpleNamespace(key="task"), timing_checks=evaluation.EXPECTED_TIMING_CHECKS,
         remeasure_empty=False,
         judge=stand_in_judge(time_reference))

@@ -339,7 +339,7 @@ def test_the_server_s_own_work_in_the_hold_is_not_charged_to_the_candidate():
     from sandbox_service.worker.conversation import Deadline
     from sandbox_service.worker.pool import Freezer
 
-    freezer, executor = Freezer(), object()
+    freezer, executor = Freezer(), type("Executor", (), {"pid": os.getpid()})()  # hashable, as a Child is
     lane = types.SimpleNamespace(empty_batch_s={}, backend="cuda",
                                  gpu_alone=lambda keep=None, judge=None, drain=False: freezer.others_frozen(keep=keep))
     stats = TimingStats(10.0, 10.0, 0.0, 10.0, 10.0, 100)

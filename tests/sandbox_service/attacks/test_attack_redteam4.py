@@ -57,6 +57,7 @@ is taken inside the generator, released in `finally`, an abort before it takes n
 from __future__ import annotations
 
 import gc
+import os
 import types
 import weakref
 
@@ -158,7 +159,7 @@ def _timed_evaluation(lane, timing_runs: int):
     calls = options.warmup_runs + options.timing_runs
     stats = TimingStats(CLAIMED_US, CLAIMED_US, 0.0, CLAIMED_US, CLAIMED_US, timing_runs)
     evaluation = types.SimpleNamespace(
-        lane=lane, options=options, child=None, result=EvalResult(Status.INFRA_ERROR), seen={},
+        lane=lane, options=options, child=types.SimpleNamespace(pid=os.getpid()), result=EvalResult(Status.INFRA_ERROR), seen={},
         problem=types.SimpleNamespace(key="one-task"), timing_checks=EXPECTED_TIMING_CHECKS, remeasure_empty=False,
         judge=stand_in_judge(lambda method, fresh_inputs: TimingStats(500.0, 500.0, 0.0, 500.0, 500.0, 100)),
     )
