@@ -29,14 +29,21 @@ def pids() -> list[int]:
         return []
 
 
-def stat_fields(pid: int) -> tuple[str, list[str]] | None:
-    """A process's name and the fields of /proc/<pid>/stat after it (state first), or None when it is gone."""
+def stat_fields(pid: int, tid: int | None = None) -> tuple[str, list[str]] | None:
+    """A process's (or, with `tid`, one of its threads') name and the fields of its stat file after the name (state
+    first), or None when it is gone. A name need not be UTF-8 (any process may set its own)."""
+    path = f"/proc/{pid}/stat" if tid is None else f"/proc/{pid}/task/{tid}/stat"
     try:
-        with open(f"/proc/{pid}/stat") as f:
+        with open(path, errors="replace") as f:
             text = f.read()
     except OSError:
         return None
     return text[text.index("(") + 1: text.rindex(")")], text[text.rindex(")") + 2:].split()
+
+
+def _cpu_s(fields: list[str]) -> float:
+    """User and system CPU seconds from a stat file's fields (stat_fields)."""
+    return (float(fields[11]) + float(fields[12])) * TICK_S
 
 
 def _stat(pid: int) -> tuple[str, int, float, float] | None:
@@ -45,9 +52,7 @@ def _stat(pid: int) -> tuple[str, int, float, float] | None:
     if found is None:
         return None
     name, fields = found
-    own = (float(fields[11]) + float(fields[12])) * TICK_S
-    children = (float(fields[13]) + float(fields[14])) * TICK_S
-    return name, int(fields[1]), own, children
+    return name, int(fields[1]), _cpu_s(fields), (float(fields[13]) + float(fields[14])) * TICK_S
 
 
 def thread_cpu(pid: int) -> dict[int, tuple[str, float]]:
@@ -58,13 +63,8 @@ def thread_cpu(pid: int) -> dict[int, tuple[str, float]]:
         return {}
     found = {}
     for tid in tids:
-        try:
-            with open(f"/proc/{pid}/task/{tid}/stat") as f:
-                text = f.read()
-        except OSError:
-            continue
-        fields = text[text.rindex(")") + 2:].split()
-        found[tid] = text[text.index("(") + 1: text.rindex(")")], (float(fields[11]) + float(fields[12])) * TICK_S
+        if (stat := stat_fields(pid, tid)) is not None:
+            found[tid] = stat[0], _cpu_s(stat[1])
     return found
 
 

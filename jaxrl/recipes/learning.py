@@ -225,14 +225,13 @@ def _next_command(pending: list[Command], running: Sequence[tuple[Command, str |
     `plan.gpus` is empty) `plan.max_parallel` commands at once, of which at most `plan.max_training` train (an
     evaluation waiting behind a training run that may not start goes first). A command goes to the GPU with the
     fewest commands running, then the fewest training, then the first listed."""
-    def load(gpu: str | None) -> tuple[int, int]:
+    loads = []  # (commands running, of which training), GPU's place, GPU
+    for index, gpu in enumerate(plan.gpus or (None,)):
         here = [c for c, g in running if g == gpu]
-        return len(here), sum(c.kind in TRAINING for c in here)
-
+        loads.append(((len(here), sum(c.kind in TRAINING for c in here)), index, gpu))
     for command in pending:
-        fits = [(load(gpu), index, gpu) for index, gpu in enumerate(plan.gpus or (None,))
-                if load(gpu)[0] < plan.max_parallel
-                and (command.kind not in TRAINING or load(gpu)[1] < plan.max_training)]
+        fits = [load for load in loads if load[0][0] < plan.max_parallel
+                and (command.kind not in TRAINING or load[0][1] < plan.max_training)]
         if fits:
             return command, min(fits)[2]
     return None

@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 
@@ -54,3 +55,18 @@ def test_an_executors_cpu_is_split_between_its_main_thread_and_its_named_threads
 
 def test_threads_of_a_process_that_is_gone_are_none():
     assert process_cpu.thread_cpu(2 ** 22 + 12345) == {}
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_a_process_whose_name_is_not_utf8_is_read_not_fatal():
+    """Any process on the machine may name itself; the sampler reads them all."""
+    named = subprocess.Popen([sys.executable, "-c", "import ctypes, time; "
+                              "ctypes.CDLL(None).prctl(15, b'odd-\\xff) x', 0, 0, 0); time.sleep(30)"])
+    try:
+        time.sleep(0.5)
+        name, fields = process_cpu.stat_fields(named.pid)
+        assert name.startswith("odd-") and fields[0] in "RSD"
+        assert list(process_cpu.thread_cpu(named.pid).values())[0][0].startswith("odd-")
+    finally:
+        named.kill()
+        named.wait()
